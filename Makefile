@@ -1,0 +1,38 @@
+# Every target works on a fresh machine: the venv is made and the project installed
+# on first use.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install test probe migrate bench lint clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/pytest -q
+
+# The main job: a cold/warm pair of a realistic built-in objective into ./ledger.db.
+probe: $(STAMP)
+	$(BIN)/ledger probe --objective mge --cold-warm --tag make-probe
+
+migrate: $(STAMP)
+	$(BIN)/alembic upgrade head
+
+bench: $(STAMP)
+	$(BIN)/python bench/bench_backfill.py
+	$(BIN)/python bench/bench_import.py
+	$(BIN)/python bench/bench_cli_startup.py
+	$(BIN)/python bench/bench_probe_overhead.py
+
+lint: $(STAMP)
+	$(BIN)/python -m compileall -q ledger probes migrations tests bench
+
+clean:
+	rm -rf $(VENV) build *.egg-info

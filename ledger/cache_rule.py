@@ -1,0 +1,88 @@
+"""The legacy tag -> cache_state rule, once in Python and once as SQL.
+
+The data migration (migrations/versions/0003) and `ledger import` both run
+`backfill_sql()`, so the two paths agree record for record by construction;
+`classify_legacy()` is the same rule in Python, used by the tests to hold the SQL
+to it and by anything that needs a state for a single record.
+
+The rule (DESIGN.md, "The legacy backfill"):
+  cache_dir empty or missing          -> none     (source empty_cache_dir)
+  tag ends with warm\\d*(-retry)?      -> warm     (source tag)
+  else tag ends with cold             -> cold     (source tag)
+  else                                -> unknown  (source unknown), on purpose
+
+End-anchoring is the point: `mb_homo_cold_laxmap_gpu` has "cold" mid-tag and stays
+unknown. "Ends" means the very end of the string (\\Z, not $, which would also match
+before a trailing newline) and case-insensitive over ASCII, which is what SQL's
+lower() and LIKE do on every backend we run on.
+"""
+
+from __future__ import annotations
+
+import re
+
+CACHE_STATES = ("cold", "warm", "none", "unknown")
+
+# How a row's cache_state was decided. Part of the SQL surface: see README.
+SOURCE_MEASURED_EVENTS = "measured_events"  # probe: JAX's own cache events
+SOURCE_MEASURED_FILES = "measured_files"  # probe: cache entries counted around compile()
+SOURCE_RECORDED = "recorded"  # the source data carried a cache_state
+SOURCE_EMPTY_CACHE_DIR = "empty_cache_dir"  # exact: no cache dir, so no cache in play
+SOURCE_TAG = "tag"  # inferred from the end of a free-text tag
+SOURCE_UNKNOWN = "unknown"  # nothing recoverable proves warm or cold
+CACHE_STATE_SOURCES = (
+    SOURCE_MEASURED_EVENTS,
+    SOURCE_MEASURED_FILES,
+    SOURCE_RECORDED,
+    SOURCE_EMPTY_CACHE_DIR,
+    SOURCE_TAG,
+    SOURCE_UNKNOWN,
+)
+
+_WARM = re.compile(r"warm[0-9]*(?:-retry)?\Z", re.IGNORECASE | re.ASCII)
+_COLD = re.compile(r"cold\Z", re.IGNORECASE | re.ASCII)
+
+
+def classify_legacy(cache_dir: str | None, tag: str | None) -> tuple[str, str]:
+    """(cache_state, cache_state_source) for a record that did not record its state."""
+    if cache_dir is None or cache_dir == "":
+        return "none", SOURCE_EMPTY_CACHE_DIR
+    if tag is not None:
+        if _WARM.search(tag):
+            return "warm", SOURCE_TAG
+        if _COLD.search(tag):
+            return "cold", SOURCE_TAG
+    return "unknown", SOURCE_UNKNOWN
+
+
+# lower(tag) with one trailing "-retry" removed, then trailing digits stripped by
+# rtrim: what is left ends in "warm" exactly when the tag matches warm[0-9]*(-retry)?\Z.
+_UNRETRIED = (
+    "CASE WHEN lower(tag) LIKE '%-retry' "
+    "THEN substr(lower(tag), 1, length(tag) - 6) ELSE lower(tag) END"
+)
+STATE_SQL = (
+    "CASE"
+    " WHEN cache_dir IS NULL OR cache_dir = '' THEN 'none'"
+    " WHEN tag IS NULL THEN 'unknown'"
+    f" WHEN rtrim({_UNRETRIED}, '0123456789') LIKE '%warm' THEN 'warm'"
+    " WHEN lower(tag) LIKE '%cold' THEN 'cold'"
+    " ELSE 'unknown' END"
+)
+SOURCE_SQL = (
+    "CASE"
+    " WHEN cache_dir IS NULL OR cache_dir = '' THEN 'empty_cache_dir'"
+    " WHEN tag IS NULL THEN 'unknown'"
+    f" WHEN rtrim({_UNRETRIED}, '0123456789') LIKE '%warm' THEN 'tag'"
+    " WHEN lower(tag) LIKE '%cold' THEN 'tag'"
+    " ELSE 'unknown' END"
+)
+
+
+def backfill_sql(table: str = "compile_records") -> str:
+    """One set-based UPDATE: every row without a cache_state gets the rule; rows that
+    have one are never touched."""
+    return (
+        f"UPDATE {table} SET cache_state = {STATE_SQL}, cache_state_source = {SOURCE_SQL} "
+        "WHERE cache_state IS NULL"
+    )

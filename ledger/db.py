@@ -1,0 +1,124 @@
+"""Engines and the revision gate.
+
+SQLite's Python driver opens transactions lazily and not for DDL, so a migration
+that fails half-way would leave half a schema. We take transaction control
+(isolation_level=None plus an explicit BEGIN on every SQLAlchemy begin), which
+makes DDL transactional: a failed upgrade rolls back to where it started.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy import create_engine, event, inspect, text
+from sqlalchemy.engine import Engine
+
+from .dburl import redact, resolve_db_url, sqlite_path
+from .errors import LedgerError
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+
+
+def make_engine(url: str) -> Engine:
+    engine = create_engine(url)
+    if engine.dialect.name == "sqlite":
+
+        @event.listens_for(engine, "connect")
+        def _connect(dbapi_conn, _record):
+            dbapi_conn.isolation_level = None
+            dbapi_conn.execute("PRAGMA foreign_keys = ON")
+
+        @event.listens_for(engine, "begin")
+        def _begin(conn):
+            conn.exec_driver_sql("BEGIN")
+
+    return engine
+
+
+def alembic_config(url: str):
+    from alembic.config import Config
+
+    ini = MIGRATIONS_DIR.parent / "alembic.ini"
+    if not (MIGRATIONS_DIR / "env.py").exists():
+        raise LedgerError(f"migrations not found at {MIGRATIONS_DIR}: install the ledger from its source tree")
+    cfg = Config(str(ini)) if ini.exists() else Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    # env.py reads this before falling back to the resolver, so `ledger db ...` and
+    # `alembic ...` share one env.py and one notion of "the database".
+    cfg.attributes["url"] = url
+    return cfg
+
+
+def known_revisions() -> tuple[set[str], str]:
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory(str(MIGRATIONS_DIR))
+    return {s.revision for s in script.walk_revisions()}, script.get_current_head()
+
+
+def current_revision(engine: Engine) -> str | None:
+    with engine.connect() as conn:
+        if not inspect(conn).has_table("alembic_version"):
+            return None
+        return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+
+
+def _gate(engine: Engine, url: str, *, may_create: bool) -> None:
+    known, head = known_revisions()
+    rev = current_revision(engine)
+    if rev == head:
+        return
+    if rev is None:
+        with engine.connect() as conn:
+            tables = inspect(conn).get_table_names()
+        if tables:
+            raise LedgerError(
+                f"{redact(url)} has tables but no alembic_version: not a ledger database "
+                "(or one made by hand; stamp it with `alembic stamp 0001` if it holds the legacy schema)"
+            )
+        if may_create:
+            upgrade(url, "head")
+            return
+        raise LedgerError(f"{redact(url)} is an empty database: nothing to read")
+    if rev not in known:
+        raise LedgerError(
+            f"{redact(url)} is at revision {rev}, which this ledger does not know "
+            f"(its newest is {head}): it was written by a newer ledger; upgrade the ledger"
+        )
+    if may_create:
+        raise LedgerError(
+            f"{redact(url)} is at revision {rev}, this ledger needs {head}: "
+            "run `ledger db upgrade` (or `alembic upgrade head`) first"
+        )
+
+
+def open_for_write(db: str | None) -> Engine:
+    """An engine on a database at head; a new or empty one is brought to head first."""
+    url = resolve_db_url(db)
+    engine = make_engine(url)
+    _gate(engine, url, may_create=True)
+    return engine
+
+
+def open_for_read(db: str | None, *, need_head: bool = True) -> Engine:
+    """An engine on an existing ledger database; never creates or changes one."""
+    url = resolve_db_url(db)
+    path = sqlite_path(url)
+    if path is not None and not path.exists():
+        raise LedgerError(f"no ledger database at {path}")
+    engine = make_engine(url)
+    if need_head:
+        _gate(engine, url, may_create=False)
+    return engine
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    from alembic import command
+
+    command.upgrade(alembic_config(url), revision)
+
+
+def downgrade(url: str, revision: str) -> None:
+    from alembic import command
+
+    command.downgrade(alembic_config(url), revision)

@@ -1,0 +1,54 @@
+"""`ledger export`: the ledger back out as JSON or CSV.
+
+JSON keeps the legacy record shape (the 18 fields under their names) plus the new
+fields, and sibling records exactly as they were imported, so an export re-imports
+into any ledger without duplicates (same content keys).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from sqlalchemy import select
+from sqlalchemy.engine import Engine
+
+from .models import COMPILE_FIELDS, compile_records, instrument_records
+from .output import format_csv
+
+FORMATS = ("json", "csv")
+
+
+def compile_rows(engine: Engine) -> list[dict]:
+    cols = [compile_records.c[name] for name in COMPILE_FIELDS]
+    with engine.connect() as conn:
+        return [dict(r) for r in conn.execute(select(*cols).order_by(compile_records.c.id)).mappings()]
+
+
+def instrument_records_whole(engine: Engine) -> list[dict]:
+    with engine.connect() as conn:
+        stored = conn.execute(select(instrument_records.c.record_json).order_by(instrument_records.c.id)).scalars()
+        return [json.loads(s) for s in stored]
+
+
+def render(engine: Engine, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(compile_rows(engine) + instrument_records_whole(engine), indent=1) + "\n"
+    # CSV is one table: the compile rows. Sibling records have no common shape.
+    rows = compile_rows(engine)
+    return format_csv(list(COMPILE_FIELDS), [[r[c] for c in COMPILE_FIELDS] for r in rows])
+
+
+def write_atomically(path: Path, content: str) -> None:
+    """Write beside the target and rename: a failed export leaves no half file."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(content)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,95 @@
+"""`ledger sql`: ad-hoc, read-only queries over the ledger.
+
+Read-only is enforced by the database, not by guessing at the SQL text: SQLite is
+opened read-only (mode=ro) with query_only on and an authorizer that allows reads
+only; other backends run the statement in a READ ONLY transaction that is rolled
+back. One statement per call.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from .dburl import redact, resolve_db_url, sqlite_path
+from .errors import LedgerError
+
+READ_ONLY_MSG = "ledger sql is read-only: only SELECT, WITH ... SELECT, EXPLAIN and read-only PRAGMAs run"
+
+_READ_PRAGMAS = {
+    "table_info", "table_xinfo", "table_list", "index_list", "index_info", "index_xinfo",
+    "foreign_key_list", "database_list", "collation_list", "function_list", "pragma_list",
+    "compile_options",
+}
+_ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
+
+
+def _authorizer(action, arg1, arg2, _db, _trigger):
+    if action in _ALLOWED:
+        return sqlite3.SQLITE_OK
+    if action == sqlite3.SQLITE_PRAGMA and arg1 and arg1.lower() in _READ_PRAGMAS:
+        return sqlite3.SQLITE_OK
+    return sqlite3.SQLITE_DENY
+
+
+def _sqlite_query(path, query: str):
+    if not path.exists():
+        raise LedgerError(f"no ledger database at {path}")
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        con.execute("PRAGMA query_only = ON")
+        con.set_authorizer(_authorizer)
+        try:
+            cur = con.execute(query)
+            rows = cur.fetchall()
+        except sqlite3.ProgrammingError as exc:
+            if "one statement" in str(exc):
+                raise LedgerError("ledger sql runs one statement at a time") from None
+            raise LedgerError(f"sql error: {exc}") from None
+        except sqlite3.DatabaseError as exc:
+            if "not authorized" in str(exc) or "readonly" in str(exc) or "read-only" in str(exc):
+                raise LedgerError(READ_ONLY_MSG) from None
+            raise LedgerError(f"sql error: {exc}") from None
+        columns = [d[0] for d in cur.description or ()]
+        return columns, rows
+    finally:
+        con.close()
+
+
+def _generic_query(url: str, query: str):
+    from sqlalchemy import create_engine
+    from sqlalchemy.exc import SQLAlchemyError
+
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            if conn.dialect.name == "postgresql":
+                conn.exec_driver_sql("SET TRANSACTION READ ONLY")
+            try:
+                result = conn.exec_driver_sql(query)
+                columns = list(result.keys()) if result.returns_rows else []
+                rows = [tuple(r) for r in result] if result.returns_rows else []
+            except SQLAlchemyError as exc:
+                msg = str(getattr(exc, "orig", exc)).splitlines()[0]
+                if "read-only" in msg:
+                    raise LedgerError(READ_ONLY_MSG) from None
+                raise LedgerError(f"sql error: {msg}") from None
+            finally:
+                conn.rollback()
+        return columns, rows
+    except SQLAlchemyError as exc:
+        raise LedgerError(f"cannot query {redact(url)}: {str(exc).splitlines()[0]}") from None
+    finally:
+        engine.dispose()
+
+
+def run_query(db: str | None, query: str) -> tuple[list[str], list[tuple]]:
+    """Columns and rows of one read-only statement."""
+    if not query.strip():
+        raise LedgerError("empty query")
+    url = resolve_db_url(db)
+    path = sqlite_path(url)
+    if path is not None:
+        return _sqlite_query(path, query)
+    if url.startswith("sqlite"):
+        raise LedgerError("ledger sql needs a database file, not an in-memory database")
+    return _generic_query(url, query)

@@ -1,0 +1,58 @@
+"""Alembic environment shared by `alembic ...` and `ledger db ...`.
+
+The URL comes from the ledger's resolver (or from `ledger db`, which passes the URL
+it resolved), never from alembic.ini. The whole upgrade runs in one transaction
+(SQLite DDL included, see ledger/db.py): a revision that fails leaves the database
+at the revision it started from, data intact.
+"""
+
+from logging.config import fileConfig
+
+from alembic import context
+
+from ledger.db import make_engine
+from ledger.dburl import resolve_db_url
+
+config = context.config
+if config.config_file_name is not None and not config.attributes.get("url"):
+    fileConfig(config.config_file_name, disable_existing_loggers=False)
+
+
+def _url() -> str:
+    if config.attributes.get("url"):
+        return config.attributes["url"]
+    # `alembic -x db=path upgrade head` is the command-line spelling of --db.
+    return resolve_db_url(context.get_x_argument(as_dictionary=True).get("db"))
+
+
+def _configure(**kw) -> None:
+    context.configure(
+        target_metadata=None,  # revisions declare what they touch; no autogenerate
+        render_as_batch=True,  # SQLite can only ALTER through batch table copies
+        transactional_ddl=True,
+        transaction_per_migration=False,
+        **kw,
+    )
+
+
+def run_offline() -> None:
+    _configure(url=_url(), literal_binds=True)
+    with context.begin_transaction():
+        context.run_migrations()
+
+
+def run_online() -> None:
+    engine = make_engine(_url())
+    try:
+        with engine.connect() as connection:
+            _configure(connection=connection)
+            with context.begin_transaction():
+                context.run_migrations()
+    finally:
+        engine.dispose()
+
+
+if context.is_offline_mode():
+    run_offline()
+else:
+    run_online()

@@ -1,0 +1,42 @@
+"""cache_state, its source, host state, record kind and the content key.
+
+All added columns are nullable or carry a server default, so SQLite adds them with
+a plain ALTER TABLE ADD COLUMN (no table copy, fast on a million rows). No CHECK on
+cache_state for the same reason: the write paths validate it.
+
+Revision ID: 0002
+Revises: 0001
+"""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0002"
+down_revision = "0001"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("compile_records") as batch:
+        batch.add_column(sa.Column("record_kind", sa.Text, nullable=False, server_default="compile"))
+        batch.add_column(sa.Column("cache_state", sa.Text))
+        batch.add_column(sa.Column("cache_state_source", sa.Text))
+        batch.add_column(sa.Column("host_cpu_count", sa.Integer))
+        batch.add_column(sa.Column("host_load_avg_1m", sa.Float))
+        # A digest of the record's content: makes `ledger import` idempotent.
+        batch.add_column(sa.Column("record_key", sa.Text))
+    op.create_index("ux_compile_records_record_key", "compile_records", ["record_key"], unique=True)
+    with op.batch_alter_table("instrument_records") as batch:
+        batch.add_column(sa.Column("record_key", sa.Text))
+    op.create_index("ux_instrument_records_record_key", "instrument_records", ["record_key"], unique=True)
+
+
+def downgrade() -> None:
+    op.drop_index("ux_instrument_records_record_key", "instrument_records")
+    with op.batch_alter_table("instrument_records") as batch:
+        batch.drop_column("record_key")
+    op.drop_index("ux_compile_records_record_key", "compile_records")
+    with op.batch_alter_table("compile_records") as batch:
+        for name in ("record_key", "host_load_avg_1m", "host_cpu_count", "cache_state_source", "cache_state", "record_kind"):
+            batch.drop_column(name)

@@ -1,0 +1,37 @@
+"""Data migration: give legacy rows a cache_state from what is recoverable.
+
+One set-based UPDATE (no Python loop over rows) built by ledger.cache_rule, the same
+statement `ledger import` runs, so a row gets the same state whichever path brought
+it in. Rows that already have a cache_state are never touched; instrument_records
+(sibling records) have no cache_state column at all.
+
+ledger.cache_rule is imported rather than copied: it holds only SQL text and is
+pinned by the tag edge-case tests, so this revision's behaviour cannot drift
+unnoticed.
+
+Revision ID: 0003
+Revises: 0002
+"""
+
+from alembic import op
+
+from ledger.cache_rule import backfill_sql
+
+revision = "0003"
+down_revision = "0002"
+branch_labels = None
+depends_on = None
+
+# The sources this revision writes; measured or recorded states are not its to undo.
+_BACKFILLED = ("empty_cache_dir", "tag", "unknown")
+
+
+def upgrade() -> None:
+    op.execute(backfill_sql("compile_records"))
+
+
+def downgrade() -> None:
+    op.execute(
+        "UPDATE compile_records SET cache_state = NULL, cache_state_source = NULL "
+        "WHERE cache_state_source IN ('empty_cache_dir', 'tag', 'unknown')"
+    )

@@ -1,0 +1,71 @@
+"""Probe provenance: run linkage, status, cache evidence, host and environment.
+
+What `ledger probe` measures beyond the legacy fields: the evidence behind a measured
+cache_state and what a reader needs to judge a number later. All nullable (status
+defaults to ok): legacy rows have none of it.
+
+Revision ID: 0005
+Revises: 0004
+"""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0005"
+down_revision = "0004"
+branch_labels = None
+depends_on = None
+
+COLUMNS = [
+    # one `ledger probe` command; cold and warm rows of --cold-warm share it
+    ("run_id", sa.Text),
+    ("phase", sa.Text),
+    ("error", sa.Text),
+    ("objective", sa.Text),
+    ("steady_calls", sa.Integer),
+    ("backend_compile_s", sa.Float),
+    # cache evidence: file count either side of compile(), and JAX's cache events
+    ("cache_files_before", sa.Integer),
+    ("cache_files_after", sa.Integer),
+    ("cache_requests", sa.Integer),
+    ("cache_hits", sa.Integer),
+    ("cache_misses", sa.Integer),
+    ("cache_key", sa.Text),
+    ("cache_key_components", sa.Text),
+    ("cache_min_compile_time_s", sa.Float),
+    ("cache_min_entry_size_bytes", sa.Integer),
+    # host state beyond 0002's cpu count and 1 minute load
+    ("host_load_avg_5m", sa.Float),
+    ("host_load_avg_15m", sa.Float),
+    ("host_cpu_affinity", sa.Integer),
+    ("host_mem_total_mb", sa.Float),
+    ("host_mem_available_mb", sa.Float),
+    ("host_load_avg_1m_after", sa.Float),
+    ("slurm_job_id", sa.Text),
+    ("slurm_node", sa.Text),
+    # environment
+    ("jaxlib_version", sa.Text),
+    ("backend", sa.Text),
+    ("device_kind", sa.Text),
+    ("xla_flags", sa.Text),
+    ("jax_cache_settings", sa.Text),
+    ("program_fingerprint", sa.Text),
+    ("provenance", sa.Text),
+]
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("compile_records") as batch:
+        # legacy rows were successful measurements; a probe's failed transform says so
+        batch.add_column(sa.Column("status", sa.Text, nullable=False, server_default="ok"))
+        for name, type_ in COLUMNS:
+            batch.add_column(sa.Column(name, type_))
+    op.create_index("ix_compile_records_run_id", "compile_records", ["run_id"])
+
+
+def downgrade() -> None:
+    op.drop_index("ix_compile_records_run_id", "compile_records")
+    with op.batch_alter_table("compile_records") as batch:
+        for name, _ in reversed(COLUMNS):
+            batch.drop_column(name)
+        batch.drop_column("status")

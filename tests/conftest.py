@@ -1,0 +1,76 @@
+"""Fixtures: every test gets its own temp database; the legacy corpus ships in
+tests/fixtures so the suite runs without ../shared."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ledger.cli import app
+from ledger.db import upgrade
+from ledger.models import LEGACY_FIELDS
+
+FIXTURES = Path(__file__).parent / "fixtures"
+CORPUS = FIXTURES / "legacy-results"
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_db(monkeypatch, tmp_path):
+    # Tests never touch a ./ledger.db or $LEDGER_DB of the machine running them.
+    monkeypatch.delenv("LEDGER_DB", raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def db(tmp_path) -> Path:
+    return tmp_path / "ledger.db"
+
+
+def run_cli(*args: str):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def corpus_records() -> list[tuple[Path, dict]]:
+    out = []
+    for path in sorted(CORPUS.rglob("*.json")):
+        out.extend((path, rec) for rec in json.loads(path.read_text()))
+    return out
+
+
+def compile_records_of_corpus() -> list[dict]:
+    return [rec for _, rec in corpus_records() if "compile_s" in rec]
+
+
+def insert_legacy(path: Path, records: list[dict]) -> None:
+    """A plain INSERT of just the 18 legacy fields, as a 0001-era writer did."""
+    cols = list(LEGACY_FIELDS)
+    con = sqlite3.connect(path)
+    with con:
+        con.executemany(
+            f"INSERT INTO compile_records ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+            [tuple(r.get(c) for c in cols) for r in records],
+        )
+    con.close()
+
+
+def db_at(path: Path, revision: str) -> Path:
+    upgrade("sqlite:///" + str(path), revision)
+    return path
+
+
+def query(path: Path, sql: str, params=()) -> list[tuple]:
+    con = sqlite3.connect(path)
+    try:
+        return con.execute(sql, params).fetchall()
+    finally:
+        con.close()
+
+
+def write_json(path: Path, data) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data) if not isinstance(data, str) else data)
+    return path

@@ -1,0 +1,88 @@
+"""The tag -> cache_state rule on both paths: the data migration and `ledger import`."""
+
+from __future__ import annotations
+
+import pytest
+
+from ledger.cache_rule import classify_legacy
+
+from .conftest import db_at, insert_legacy, query, run_cli, write_json
+
+# (cache_dir, tag, expected state, expected source)
+CASES = [
+    (None, "census-warm", "none", "empty_cache_dir"),
+    ("", "census-cold", "none", "empty_cache_dir"),
+    ("", None, "none", "empty_cache_dir"),
+    ("/c", "census-warm", "warm", "tag"),
+    ("/c", "census-WARM", "warm", "tag"),
+    ("/c", "census-warm2", "warm", "tag"),
+    ("/c", "census-warm123", "warm", "tag"),
+    ("/c", "prodigy-census-warm-retry", "warm", "tag"),
+    ("/c", "warm7-retry", "warm", "tag"),
+    ("/c", "Warm-RETRY", "warm", "tag"),
+    ("/c", "warm", "warm", "tag"),
+    ("/c", "mb_hetero_warm", "warm", "tag"),
+    ("/c", "census-cold", "cold", "tag"),
+    ("/c", "COLD", "cold", "tag"),
+    ("/c", "mb_homo_cold", "cold", "tag"),
+    ("/c", "cachecold", "cold", "tag"),
+    ("/c", "warmcold", "cold", "tag"),
+    # not at the end: left unknown on purpose
+    ("/c", "mb_homo_cold_laxmap_gpu", "unknown", "unknown"),
+    ("/c", "mb_homo_cold_pyloop_gpu", "unknown", "unknown"),
+    ("/c", "warm-up", "unknown", "unknown"),
+    ("/c", "cold2", "unknown", "unknown"),
+    ("/c", "cold-retry", "unknown", "unknown"),
+    ("/c", "warm-retry-retry", "unknown", "unknown"),
+    ("/c", "warm-1", "unknown", "unknown"),
+    ("/c", "warm2x", "unknown", "unknown"),
+    ("/c", "census-warm ", "unknown", "unknown"),
+    ("/c", "census-cold\n", "unknown", "unknown"),
+    ("/c", "-retry", "unknown", "unknown"),
+    ("/c", "wiring-smoke", "unknown", "unknown"),
+    ("/c", "", "unknown", "unknown"),
+    ("/c", None, "unknown", "unknown"),
+    ("/c", "50%_warm", "warm", "tag"),
+    ("/c", "war_", "unknown", "unknown"),
+    ("/c", "warm\u0661", "unknown", "unknown"),  # a non-ASCII digit is not [0-9]
+]
+
+
+def _record(i: int, cache_dir, tag) -> dict:
+    return {
+        "transform": "jit", "trace_s": 1.0, "compile_s": 2.0 + i, "first_s": 0.1, "steady_s": 0.01,
+        "dataset_class": "imaging", "model_type": "mge", "instrument": "hst", "ndim": 15,
+        "n_batch": 16, "batch_size": 4, "hardware": "local_cpu", "jax_version": "0.10.2",
+        "cache_dir": cache_dir, "mixed_precision": False, "tag": tag, "hostname": "h",
+        "timestamp": f"2026-07-16T15:22:{i:02d}",
+    }
+
+
+@pytest.mark.parametrize("cache_dir,tag,state,source", CASES)
+def test_python_rule(cache_dir, tag, state, source):
+    assert classify_legacy(cache_dir, tag) == (state, source)
+
+
+def _states(path):
+    return [tuple(r) for r in query(path, "SELECT cache_state, cache_state_source FROM compile_records ORDER BY compile_s")]
+
+
+def test_migration_path_matches_table(db):
+    db_at(db, "0001")
+    insert_legacy(db, [_record(i, cd, tag) for i, (cd, tag, _, _) in enumerate(CASES)])
+    db_at(db, "head")
+    assert _states(db) == [(s, src) for _, _, s, src in CASES]
+
+
+def test_import_path_matches_table(tmp_path, db):
+    write_json(tmp_path / "in.json", [_record(i, cd, tag) for i, (cd, tag, _, _) in enumerate(CASES)])
+    result = run_cli("import", tmp_path / "in.json", "--db", db)
+    assert result.exit_code == 0, result.output
+    assert _states(db) == [(s, src) for _, _, s, src in CASES]
+
+
+def test_recorded_state_is_kept_and_never_backfilled(tmp_path, db):
+    recs = [dict(_record(0, "/c", "x-cold"), cache_state="warm"), _record(1, "/c", "x-cold")]
+    write_json(tmp_path / "in.json", recs)
+    assert run_cli("import", tmp_path / "in.json", "--db", db).exit_code == 0
+    assert _states(db) == [("warm", "recorded"), ("cold", "tag")]
