@@ -12,6 +12,7 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, event, inspect, text
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import ArgumentError
 
 from .dburl import redact, resolve_db_url, sqlite_path
 from .errors import LedgerError
@@ -20,7 +21,12 @@ MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 
 
 def make_engine(url: str) -> Engine:
-    engine = create_engine(url)
+    try:
+        engine = create_engine(url)
+    except ModuleNotFoundError as exc:
+        raise LedgerError(f"no driver for {url.split(':', 1)[0]}: install the {exc.name} package") from None
+    except ArgumentError as exc:
+        raise LedgerError(f"not a database URL: {redact(url)} ({exc})") from None
     if engine.dialect.name == "sqlite":
 
         @event.listens_for(engine, "connect")

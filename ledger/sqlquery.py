@@ -46,7 +46,7 @@ def _sqlite_query(path, query: str):
                 raise LedgerError("ledger sql runs one statement at a time") from None
             raise LedgerError(f"sql error: {exc}") from None
         except sqlite3.DatabaseError as exc:
-            if "not authorized" in str(exc) or "readonly" in str(exc) or "read-only" in str(exc):
+            if "authoriz" in str(exc) or "readonly" in str(exc) or "read-only" in str(exc):
                 raise LedgerError(READ_ONLY_MSG) from None
             raise LedgerError(f"sql error: {exc}") from None
         columns = [d[0] for d in cur.description or ()]
@@ -56,10 +56,11 @@ def _sqlite_query(path, query: str):
 
 
 def _generic_query(url: str, query: str):
-    from sqlalchemy import create_engine
     from sqlalchemy.exc import SQLAlchemyError
 
-    engine = create_engine(url)
+    from .db import make_engine
+
+    engine = make_engine(url)
     try:
         with engine.connect() as conn:
             if conn.dialect.name == "postgresql":

@@ -1,0 +1,86 @@
+"""The installed `ledger` entry point: exit codes, one-line errors, no jax at start."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from .conftest import CORPUS, db_at, run_cli
+
+LEDGER = Path(sys.executable).with_name("ledger")
+
+
+def _run(*args, env=None, cwd=None):
+    return subprocess.run([LEDGER, *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd)
+
+
+def test_help_does_not_import_jax_or_sqlalchemy():
+    code = (
+        "import sys\n"
+        "from ledger.cli import app\n"
+        "from typer.testing import CliRunner\n"
+        "r = CliRunner().invoke(app, ['--help'])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'jaxlib', 'sqlalchemy', 'alembic', 'probes')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_entry_point_round_trip(tmp_path):
+    env = {**os.environ, "LEDGER_DB": str(tmp_path / "env.db")}
+    imp = _run("import", CORPUS, env=env)
+    assert imp.returncode == 0, imp.stderr
+    assert imp.stdout.startswith("93 records in 9 files: 89 compile rows added")
+    assert imp.stderr == ""  # no progress bar when stderr is not a terminal
+    q = _run("sql", "SELECT count(*) AS n FROM compile_records WHERE cache_state = 'warm'", env=env)
+    assert (q.returncode, q.stdout.splitlines()[-1].strip()) == (0, "34")
+
+
+def test_user_error_is_one_line_and_exit_1(tmp_path):
+    r = _run("sql", "DELETE FROM compile_records", "--db", tmp_path / "none.db")
+    assert (r.returncode, r.stdout, r.stderr) == (1, "", f"error: no ledger database at {tmp_path / 'none.db'}\n")
+
+
+def test_traceback_flag_shows_the_traceback(tmp_path):
+    r = _run("--traceback", "sql", "SELECT 1", "--db", tmp_path / "none.db")
+    assert r.returncode == 1 and "Traceback (most recent call last)" in r.stderr and "LedgerError" in r.stderr
+
+
+def test_password_on_the_command_line_is_refused():
+    result = run_cli("sql", "SELECT 1", "--db", "postgresql://me:s3cret@localhost/ledger")
+    assert result.exit_code == 1
+    assert result.output == "error: --db carries a password: put the URL in the LEDGER_DB environment variable instead\n"
+    assert "s3cret" not in result.output
+
+
+def test_password_from_environment_is_never_printed(monkeypatch):
+    monkeypatch.setenv("LEDGER_DB", "postgresql+psycopg2://me:s3cret@127.0.0.1:1/ledger")
+    result = run_cli("sql", "SELECT 1")
+    assert result.exit_code == 1
+    assert "s3cret" not in result.output and result.output.startswith("error: ")
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_usage_errors_exit_2(db):
+    assert run_cli("import", "--db", db).exit_code == 2
+    assert run_cli("frobnicate").exit_code == 2
+
+
+def test_db_commands(db):
+    assert run_cli("db", "upgrade", "0002", "--db", db).output == "at revision 0002\n"
+    assert run_cli("db", "current", "--db", db).output == "0002 (head is 0005: run `ledger db upgrade`)\n"
+    # reading an older database is fine; it is not changed
+    assert run_cli("sql", "SELECT count(*) FROM compile_records", "--db", db).exit_code == 0
+    bad = run_cli("db", "upgrade", "0042", "--db", db)
+    assert bad.exit_code == 1 and bad.output.startswith("error: migration error: ") and len(bad.output.splitlines()) == 1
+    assert run_cli("db", "upgrade", "--db", db).output == "at revision 0005\n"
+    assert run_cli("db", "downgrade", "base", "--db", db).output == "at revision base (empty)\n"
+
+
+def test_plain_path_and_url_mean_the_same_file(db):
+    db_at(db, "head")
+    assert run_cli("import", CORPUS, "--db", f"sqlite:///{db}").exit_code == 0
+    assert run_cli("sql", "SELECT count(*) FROM compile_records", "--db", db).output.endswith("89\n")

@@ -1,0 +1,127 @@
+"""`ledger import` and `ledger export`: idempotent, all or nothing, lossless."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .conftest import CORPUS, compile_records_of_corpus, db_at, insert_legacy, query, run_cli, write_json
+
+GOOD = compile_records_of_corpus()[0]
+
+
+def _counts(db):
+    return query(db, "SELECT (SELECT count(*) FROM compile_records), (SELECT count(*) FROM instrument_records)")[0]
+
+
+def test_import_twice_adds_nothing(db):
+    first = run_cli("import", CORPUS, "--db", db)
+    second = run_cli("import", CORPUS, "--db", db)
+    assert second.exit_code == 0
+    assert second.output.strip() == (
+        "93 records in 9 files: 0 compile rows added (cold 0, warm 0, none 0, unknown 0), "
+        "0 instrument records added, 93 already present"
+    )
+    assert first.exit_code == 0 and _counts(db) == (89, 4)
+
+
+def test_import_after_plain_insert_adds_nothing(db):
+    db_at(db, "0001")
+    insert_legacy(db, compile_records_of_corpus())
+    db_at(db, "head")
+    result = run_cli("import", CORPUS, "--db", db)
+    assert result.exit_code == 0, result.output
+    assert _counts(db) == (89, 4)
+
+
+BAD_INPUTS = [
+    ("invalid JSON", '[{"transform": "jit",', "bad.json: invalid JSON: "),
+    ("not a list", {"records": []}, "bad.json: not a list of records (top level is dict)"),
+    ("record not object", [GOOD, 42], "bad.json: record 1: not an object (int)"),
+    ("non-numeric timing", [GOOD, dict(GOOD, compile_s="17.9s", timestamp="x")], "bad.json: record 1: compile_s is not a number ('17.9s')"),
+    ("boolean timing", [dict(GOOD, first_s=True)], "bad.json: record 0: first_s is not a number (True)"),
+    ("NaN timing", '[{"compile_s": NaN}]', "bad.json: record 0: compile_s is not a finite number (nan)"),
+    ("bad cache_state", [dict(GOOD, cache_state="lukewarm")], "bad.json: record 0: cache_state 'lukewarm' is not one of"),
+    ("bad host_state", [dict(GOOD, host_state=[4, 0.5])], "bad.json: record 0: host_state is not an object"),
+]
+
+
+@pytest.mark.parametrize("name,content,message", BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
+def test_bad_input_writes_nothing(tmp_path, db, name, content, message):
+    assert run_cli("import", CORPUS, "--db", db).exit_code == 0
+    tree = tmp_path / "tree"
+    write_json(tree / "local_cpu" / "a_good.json", [dict(GOOD, tag="new-one")])
+    bad = write_json(tree / "local_cpu" / "bad.json", content)
+    result = run_cli("import", tree, "--db", db)
+    assert result.exit_code == 1
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {bad.parent}/") and message in lines[0], lines
+    assert _counts(db) == (89, 4)  # not even the good file's record
+
+
+def test_skip_invalid_imports_the_rest_and_lists_skipped(tmp_path, db):
+    tree = tmp_path / "tree"
+    write_json(tree / "local_cpu" / "a.json", [dict(GOOD, tag="ok-cold"), "oops", dict(GOOD, tag="x", ndim="15")])
+    write_json(tree / "local_cpu" / "b.json", "{not json")
+    result = run_cli("import", tree, "--skip-invalid", "--db", db)
+    assert result.exit_code == 0, result.output
+    assert "skipped: " + str(tree / "local_cpu" / "a.json") + ": record 1: not an object (str)" in result.output
+    assert ": record 2: ndim is not an integer ('15')" in result.output
+    assert "b.json: invalid JSON" in result.output
+    assert result.output.strip().splitlines()[-1].endswith("0 already present, 3 skipped")
+    assert query(db, "SELECT tag, cache_state FROM compile_records") == [("ok-cold", "cold")]
+
+
+def test_missing_path_is_one_line_error(tmp_path, db):
+    result = run_cli("import", tmp_path / "nope", "--db", db)
+    assert result.exit_code == 1
+    assert result.output == f"error: {tmp_path / 'nope'}: no such file or directory\n"
+
+
+def test_host_state_is_flattened_and_extras_kept(tmp_path, db):
+    rec = dict(GOOD, tag="h-warm", host_state={"cpu_count": 8, "load_avg_1m": 3.5, "gpu": "none"}, note="kept")
+    write_json(tmp_path / "in.json", [rec])
+    assert run_cli("import", tmp_path / "in.json", "--db", db).exit_code == 0
+    (cpus, load, prov, state), = query(db, "SELECT host_cpu_count, host_load_avg_1m, provenance, cache_state FROM compile_records")
+    assert (cpus, load, state) == (8, 3.5, "warm")
+    assert json.loads(prov) == {"host_state": {"gpu": "none"}, "note": "kept"}
+
+
+def test_hardware_comes_from_the_tree_when_missing(tmp_path, db):
+    rec = {k: v for k, v in GOOD.items() if k != "hardware"}
+    write_json(tmp_path / "tree" / "local_gpu_NVIDIA_A100" / "x.json", [rec])
+    assert run_cli("import", tmp_path / "tree", "--db", db).exit_code == 0
+    assert query(db, "SELECT hardware FROM compile_records") == [("local_gpu_NVIDIA_A100",)]
+
+
+def test_export_json_reimports_without_duplicates_and_with_same_states(tmp_path, db):
+    write_json(tmp_path / "extra.json", [dict(GOOD, tag="r", cache_state="warm", host_state={"cpu_count": 2, "load_avg_1m": 0.1})])
+    assert run_cli("import", CORPUS, tmp_path / "extra.json", "--db", db).exit_code == 0
+    out = tmp_path / "export.json"
+    result = run_cli("export", "-o", out, "--db", db)
+    assert result.exit_code == 0 and result.output == ""
+    exported = json.loads(out.read_text())
+    assert len(exported) == 94
+    again = run_cli("import", out, "--db", db)
+    assert again.output.strip().endswith("0 instrument records added, 94 already present")
+    fresh = tmp_path / "fresh.db"
+    assert run_cli("import", out, "--db", fresh).exit_code == 0
+    sql = "SELECT tag, cache_dir, compile_s, cache_state, cache_state_source, host_cpu_count, record_key FROM compile_records ORDER BY id"
+    assert query(fresh, sql) == query(db, sql)
+    sql = "SELECT record_kind, record_json, record_key FROM instrument_records ORDER BY id"
+    assert query(fresh, sql) == query(db, sql)
+
+
+def test_export_csv_has_header_and_rows(db):
+    assert run_cli("import", CORPUS, "--db", db).exit_code == 0
+    result = run_cli("export", "--format", "csv", "--db", db)
+    lines = result.output.splitlines()
+    assert lines[0].startswith("transform,trace_s,compile_s,first_s,steady_s,dataset_class")
+    assert "cache_state" in lines[0].split(",") and len(lines) == 90
+
+
+def test_export_unknown_format(db):
+    assert run_cli("import", CORPUS, "--db", db).exit_code == 0
+    result = run_cli("export", "--format", "xml", "--db", db)
+    assert result.exit_code == 1 and result.output == "error: unknown format 'xml': use one of json, csv\n"

@@ -1,0 +1,184 @@
+"""The real revision chain on temp SQLite files with rows in them."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, inspect
+
+from ledger.models import metadata
+
+from .conftest import CORPUS, compile_records_of_corpus, corpus_records, db_at, insert_legacy, query, run_cli
+
+REPO = Path(__file__).resolve().parent.parent
+ALL_COLUMNS = "SELECT * FROM compile_records ORDER BY id"
+
+
+def _corpus_via_migration(db: Path) -> Path:
+    db_at(db, "0001")
+    insert_legacy(db, compile_records_of_corpus())
+    db_at(db, "head")
+    return db
+
+
+def _states_by_content(db: Path) -> dict:
+    rows = query(db, "SELECT hostname, timestamp, transform, tag, compile_s, cache_state FROM compile_records")
+    out = {}
+    for *key, state in rows:
+        assert tuple(key) not in out
+        out[tuple(key)] = state
+    return out
+
+
+def test_corpus_both_paths_agree(tmp_path):
+    a = _corpus_via_migration(tmp_path / "a.db")
+    b = tmp_path / "b.db"
+    result = run_cli("import", CORPUS, "--db", b)
+    assert result.exit_code == 0, result.output
+    assert "89 compile rows added (cold 33, warm 34, none 19, unknown 3)" in result.output
+    assert "4 instrument records added" in result.output
+    for path in (a, b):
+        counts = dict(query(path, "SELECT cache_state, count(*) FROM compile_records GROUP BY 1"))
+        assert counts == {"cold": 33, "warm": 34, "none": 19, "unknown": 3}
+        assert query(path, "SELECT cache_state FROM compile_records WHERE tag = 'mb_homo_cold_laxmap_gpu'") == [("unknown",)]
+    assert _states_by_content(a) == _states_by_content(b)
+    assert len(_states_by_content(a)) == 89
+
+
+def test_sibling_records_kept_whole_without_state(db):
+    assert run_cli("import", CORPUS, "--db", db).exit_code == 0
+    siblings = [rec for _, rec in corpus_records() if "compile_s" not in rec]
+    stored = query(db, "SELECT record_kind, record_json FROM instrument_records ORDER BY id")
+    # whole: every field, nested objects included, in the files' order
+    assert [json.loads(j) for _, j in stored] == siblings
+    assert sorted(k for k, _ in stored) == ["export_probe", "export_probe", "export_probe", "trace_profile"]
+    cols = {c["name"] for c in inspect(create_engine(f"sqlite:///{db}")).get_columns("instrument_records")}
+    assert "cache_state" not in cols
+
+
+def test_head_down_to_0001_and_back_keeps_rows_and_states(db):
+    _corpus_via_migration(db)
+    before = query(db, "SELECT id, tag, cache_dir, compile_s, cache_state, cache_state_source FROM compile_records ORDER BY id")
+    db_at(db, "head")
+    from ledger.db import downgrade
+
+    downgrade(f"sqlite:///{db}", "0001")
+    assert query(db, "SELECT version_num FROM alembic_version") == [("0001",)]
+    cols = {r[1] for r in query(db, "PRAGMA table_info(compile_records)")}
+    assert "cache_state" not in cols and len(query(db, "SELECT id FROM compile_records")) == 89
+    db_at(db, "head")
+    after = query(db, "SELECT id, tag, cache_dir, compile_s, cache_state, cache_state_source FROM compile_records ORDER BY id")
+    assert after == before
+
+
+@pytest.mark.parametrize("step", ["0004", "0003", "0002"])
+def test_each_step_down_and_up(db, step):
+    _corpus_via_migration(db)
+    before = query(db, ALL_COLUMNS)
+    from ledger.db import downgrade
+
+    downgrade(f"sqlite:///{db}", step)
+    db_at(db, "head")
+    assert query(db, ALL_COLUMNS) == before
+
+
+def test_backfill_downgrade_keeps_measured_states(db):
+    db_at(db, "head")
+    con = sqlite3.connect(db)
+    with con:
+        con.execute("INSERT INTO compile_records (tag, cache_dir, cache_state, cache_state_source) VALUES ('x', '/c', 'warm', 'measured_events')")
+        con.execute("INSERT INTO compile_records (tag, cache_dir) VALUES ('y-cold', '/c')")
+    con.close()
+    db_at(db, "head")  # nothing to do at head: the plain-inserted row stays NULL
+    from ledger.db import downgrade
+
+    downgrade(f"sqlite:///{db}", "0002")
+    db_at(db, "head")
+    assert query(db, "SELECT tag, cache_state, cache_state_source FROM compile_records ORDER BY id") == [
+        ("x", "warm", "measured_events"), ("y-cold", "cold", "tag")
+    ]
+
+
+def test_failing_migration_rolls_back_to_previous_revision(db):
+    db_at(db, "0001")
+    recs = compile_records_of_corpus()[:5]
+    recs[3] = dict(recs[3], tag="boom")
+    insert_legacy(db, recs)
+    # Make the 0003 backfill UPDATE fail on one row, after 0002's DDL already ran
+    # inside the same upgrade.
+    con = sqlite3.connect(db)
+    with con:
+        con.execute(
+            "CREATE TRIGGER fail_backfill BEFORE UPDATE ON compile_records WHEN NEW.tag = 'boom' "
+            "BEGIN SELECT RAISE(ABORT, 'backfill refused'); END"
+        )
+    con.close()
+    before = query(db, ALL_COLUMNS)
+    result = run_cli("db", "upgrade", "--db", db)
+    assert result.exit_code == 1
+    assert "backfill refused" in result.output
+    assert query(db, "SELECT version_num FROM alembic_version") == [("0001",)]
+    cols = {r[1] for r in query(db, "PRAGMA table_info(compile_records)")}
+    assert "cache_state" not in cols and "record_kind" not in cols
+    assert query(db, ALL_COLUMNS) == before
+
+
+def test_models_match_the_migrated_schema(db):
+    db_at(db, "head")
+    insp = inspect(create_engine(f"sqlite:///{db}"))
+    for table in metadata.sorted_tables:
+        assert {c["name"] for c in insp.get_columns(table.name)} == set(table.c.keys())
+
+
+def test_alembic_cli_and_ledger_share_the_resolver(tmp_path):
+    env = {**os.environ, "LEDGER_DB": str(tmp_path / "via-env.db")}
+    alembic = Path(sys.executable).with_name("alembic")
+    subprocess.run([alembic, "upgrade", "0003"], cwd=REPO, env=env, check=True, capture_output=True)
+    out = subprocess.run([Path(sys.executable).with_name("ledger"), "db", "current"], cwd=tmp_path, env=env,
+                         check=True, capture_output=True, text=True).stdout
+    assert out.startswith("0003 (head is 0005")
+    # and the default: ./ledger.db in the working directory
+    subprocess.run([alembic, "-c", REPO / "alembic.ini", "upgrade", "head"], cwd=tmp_path,
+                   env={k: v for k, v in env.items() if k != "LEDGER_DB"}, check=True, capture_output=True)
+    assert query(tmp_path / "ledger.db", "SELECT version_num FROM alembic_version") == [("0005",)]
+
+
+def test_older_revision_is_not_silently_changed(db, tmp_path):
+    db_at(db, "0002")
+    result = run_cli("import", CORPUS, "--db", db)
+    assert result.exit_code == 1
+    assert result.output.strip().endswith("is at revision 0002, this ledger needs 0005: run `ledger db upgrade` (or `alembic upgrade head`) first")
+    assert query(db, "SELECT version_num FROM alembic_version") == [("0002",)]
+    assert run_cli("db", "upgrade", "--db", db).output.strip() == "at revision 0005"
+
+
+def test_unknown_revision_is_refused(db):
+    db_at(db, "head")
+    con = sqlite3.connect(db)
+    with con:
+        con.execute("UPDATE alembic_version SET version_num = '0099'")
+    con.close()
+    result = run_cli("import", CORPUS, "--db", db)
+    assert result.exit_code == 1
+    assert "revision 0099, which this ledger does not know" in result.output
+    assert run_cli("db", "current", "--db", db).exit_code == 1
+
+
+def test_new_database_is_brought_to_head_by_first_write(db):
+    assert not db.exists()
+    assert run_cli("import", CORPUS, "--db", db).exit_code == 0
+    assert run_cli("db", "current", "--db", db).output.strip() == "0005 (head)"
+
+
+def test_read_commands_never_create_a_database(db):
+    for args in (["sql", "SELECT 1"], ["export"], ["db", "current"], ["db", "downgrade", "0001"]):
+        result = run_cli(*args, "--db", db)
+        assert result.exit_code == 1, args
+        assert result.output.strip() == f"error: no ledger database at {db}"
+        assert not db.exists()

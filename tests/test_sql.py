@@ -1,0 +1,87 @@
+"""`ledger sql`: answers reads, refuses anything that would write, changes nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from .conftest import CORPUS, run_cli
+
+
+@pytest.fixture
+def loaded(db):
+    assert run_cli("import", CORPUS, "--db", db).exit_code == 0
+    return db
+
+
+def _digest(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_select_as_aligned_table(loaded):
+    result = run_cli("sql", "SELECT cache_state, count(*) AS n FROM compile_records GROUP BY 1 ORDER BY 1", "--db", loaded)
+    assert result.exit_code == 0
+    assert result.output == (
+        "cache_state   n\n"
+        "-----------  --\n"
+        "cold         33\n"
+        "none         19\n"
+        "unknown       3\n"
+        "warm         34\n"
+    )
+
+
+def test_select_csv_and_json(loaded):
+    q = "SELECT transform, compile_s FROM compile_records WHERE tag = 'cache-warm'"
+    assert run_cli("sql", q, "--csv", "--db", loaded).output == "transform,compile_s\nvag,2.27\n"
+    assert json.loads(run_cli("sql", q, "--json", "--db", loaded).output) == [{"transform": "vag", "compile_s": 2.27}]
+
+
+def test_with_and_pragma_reads_work(loaded):
+    assert run_cli("sql", "WITH t AS (SELECT 1 AS x) SELECT x FROM t", "--db", loaded).exit_code == 0
+    result = run_cli("sql", "PRAGMA table_info(compile_records)", "--db", loaded)
+    assert result.exit_code == 0 and "cache_state" in result.output
+
+
+WRITES = [
+    "DROP TABLE compile_records",
+    "DELETE FROM compile_records",
+    "UPDATE compile_records SET cache_state = 'warm'",
+    "INSERT INTO compile_records (tag) VALUES ('x')",
+    "CREATE TABLE t (x)",
+    "CREATE INDEX ix_t ON compile_records (tag)",
+    "ALTER TABLE compile_records ADD COLUMN x",
+    "ATTACH DATABASE 'other.db' AS o",
+    "PRAGMA user_version = 7",
+    "VACUUM",
+    "REPLACE INTO compile_records (id) VALUES (1)",
+    "WITH x AS (SELECT 1) DELETE FROM compile_records",
+]
+
+
+@pytest.mark.parametrize("statement", WRITES)
+def test_writes_are_refused_and_change_nothing(loaded, tmp_path, statement):
+    before = _digest(loaded)
+    result = run_cli("sql", statement, "--db", loaded)
+    assert result.exit_code == 1
+    assert result.output == "error: ledger sql is read-only: only SELECT, WITH ... SELECT, EXPLAIN and read-only PRAGMAs run\n"
+    assert _digest(loaded) == before
+    assert not (tmp_path / "other.db").exists()
+
+
+@pytest.mark.parametrize("statement", ["SELECT 1; DROP TABLE compile_records", "SELECT 1; SELECT 2"])
+def test_several_statements_are_refused(loaded, statement):
+    before = _digest(loaded)
+    result = run_cli("sql", statement, "--db", loaded)
+    assert result.exit_code == 1
+    assert result.output == "error: ledger sql runs one statement at a time\n"
+    assert _digest(loaded) == before
+    assert run_cli("sql", "SELECT count(*) FROM compile_records", "--db", loaded).output.endswith("89\n")
+
+
+def test_sql_errors_are_one_line(loaded):
+    result = run_cli("sql", "SELECT nope FROM compile_records", "--db", loaded)
+    assert result.exit_code == 1 and result.output == "error: sql error: no such column: nope\n"
+    assert run_cli("sql", "SELECT 1", "--csv", "--json", "--db", loaded).output == "error: choose one of --csv and --json\n"
