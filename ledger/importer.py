@@ -119,7 +119,9 @@ def _insert_ignoring_duplicates(conn: Connection, table, rows: list[dict]) -> in
     else:
         from sqlalchemy.dialects.sqlite import insert
     before = conn.execute(select(func.count()).select_from(table)).scalar()
-    conn.execute(insert(table).on_conflict_do_nothing(index_elements=["record_key"]), rows)
+    conn.execute(insert(table).on_conflict_do_nothing(
+        index_elements=["record_key"], index_where=text("record_key IS NOT NULL")
+    ), rows)
     return conn.execute(select(func.count()).select_from(table)).scalar() - before
 
 
@@ -129,7 +131,7 @@ def write_batch(conn: Connection, batch: _Batch, summary: ImportSummary) -> None
     max_id = conn.execute(select(func.coalesce(func.max(compile_records.c.id), 0))).scalar()
     summary.added_compile += _insert_ignoring_duplicates(conn, compile_records, batch.compile_rows)
     summary.added_instrument += _insert_ignoring_duplicates(conn, instrument_records, batch.instrument_rows)
-    conn.execute(text(backfill_sql("compile_records")))
+    conn.execute(text(backfill_sql(conn.dialect.name)))
     states = conn.execute(
         select(compile_records.c.cache_state, func.count())
         .where(compile_records.c.id > max_id)

@@ -24,5 +24,5 @@ def add_compile_record(engine: Engine, record: dict) -> int:
     with engine.begin() as conn:
         new_id = conn.execute(insert(compile_records).values(**row)).inserted_primary_key[0]
         if row["cache_state"] is None:
-            conn.execute(text(backfill_sql() + " AND id = :id"), {"id": new_id})
+            conn.execute(text(backfill_sql(conn.dialect.name) + " AND id = :id"), {"id": new_id})
     return new_id

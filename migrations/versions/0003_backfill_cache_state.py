@@ -27,7 +27,7 @@ _BACKFILLED = ("empty_cache_dir", "tag", "unknown")
 
 
 def upgrade() -> None:
-    op.execute(backfill_sql("compile_records"))
+    op.execute(backfill_sql(op.get_bind().dialect.name))
 
 
 def downgrade() -> None:

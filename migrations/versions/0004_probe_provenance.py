@@ -4,15 +4,15 @@ What `ledger probe` measures beyond the legacy fields: the evidence behind a mea
 cache_state and what a reader needs to judge a number later. All nullable (status
 defaults to ok): legacy rows have none of it.
 
-Revision ID: 0005
-Revises: 0004
+Revision ID: 0004
+Revises: 0003
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0005"
-down_revision = "0004"
+revision = "0004"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 
@@ -60,11 +60,9 @@ def upgrade() -> None:
         batch.add_column(sa.Column("status", sa.Text, nullable=False, server_default="ok"))
         for name, type_ in COLUMNS:
             batch.add_column(sa.Column(name, type_))
-    op.create_index("ix_compile_records_run_id", "compile_records", ["run_id"])
 
 
 def downgrade() -> None:
-    op.drop_index("ix_compile_records_run_id", "compile_records")
     with op.batch_alter_table("compile_records") as batch:
         for name, _ in reversed(COLUMNS):
             batch.drop_column(name)

@@ -1,0 +1,53 @@
+"""Shared bits of the bench scripts: synthetic legacy records and timing helpers.
+
+Benchmarks print a ratio against a floor measured in the same run on the same
+machine, never an absolute number compared with a constant.
+"""
+
+from __future__ import annotations
+
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+TAGS = ["census-cold", "census-warm", "census-warm2", "prodigy-census-warm-retry", "mb_homo_cold_laxmap_gpu",
+        "smoke", "a100-census-cold", "wiring-smoke", "matrix", "cache-warm"]
+TRANSFORMS = ["jit", "grad", "vag", "vmap", "vmap_vag", "laxmap_vag", "pyloop_vag"]
+
+
+def legacy_records(n: int, seed: int = 0) -> list[dict]:
+    rnd = random.Random(seed)
+    out = []
+    for i in range(n):
+        out.append({
+            "transform": TRANSFORMS[i % 7], "trace_s": rnd.random() * 30, "compile_s": rnd.random() * 300,
+            "first_s": rnd.random(), "steady_s": rnd.random() / 10, "dataset_class": "imaging",
+            "model_type": ("mge", "pixelization", "knn")[i % 3], "instrument": "hst", "ndim": 15,
+            "n_batch": 16, "batch_size": 4, "hardware": "local_cpu", "jax_version": "0.10.2",
+            "cache_dir": "" if i % 5 == 0 else f"/tmp/cache{i % 17}", "mixed_precision": False,
+            "tag": TAGS[i % len(TAGS)], "hostname": f"node{i % 50}",
+            "timestamp": f"2026-07-{1 + i % 28:02d}T{i % 24:02d}:{i % 60:02d}:{(i // 60) % 60:02d}.{i}",
+        })
+    return out
+
+
+def timed_subprocess(cmd, **kw) -> tuple[float, int]:
+    """Wall seconds and the child's peak RSS in MB (ru_maxrss of the children, so run
+    one measured child per bench process or compare against the previous max)."""
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kw)
+    wall = time.perf_counter() - t0
+    return wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
+
+
+def median(xs):
+    return statistics.median(xs)
+
+
+def verdict(ratio: float, limit: float) -> str:
+    return "PASS" if ratio <= limit else "FAIL"
