@@ -55,7 +55,11 @@ def classify_legacy(cache_dir: str | None, tag: str | None) -> tuple[str, str]:
     return "unknown", SOURCE_UNKNOWN
 
 
-def _cases(like: str, warm: str, cold: str, none: str, unknown: str) -> str:
+def state_sql(dialect: str = "sqlite") -> str:
+    """The rule as one SQL CASE over the row's cache_dir and tag."""
+    # SQLite's LIKE ignores ASCII case (our rule's re.IGNORECASE | re.ASCII);
+    # PostgreSQL's does not, ILIKE does.
+    like = "ILIKE" if dialect == "postgresql" else "LIKE"
     # The tag with one trailing "-retry" removed, then trailing digits stripped by
     # rtrim: what is left ends in "warm" exactly when the tag matches
     # warm[0-9]*(-retry)?\Z. The cheap "%warm%" test first spares most rows the
@@ -63,31 +67,28 @@ def _cases(like: str, warm: str, cold: str, none: str, unknown: str) -> str:
     unretried = f"CASE WHEN tag {like} '%-retry' THEN substr(tag, 1, length(tag) - 6) ELSE tag END"
     return (
         "CASE"
-        f" WHEN cache_dir IS NULL OR cache_dir = '' THEN '{none}'"
-        f" WHEN tag {like} '%cold' THEN '{cold}'"
-        f" WHEN tag {like} '%warm%' AND rtrim({unretried}, '0123456789') {like} '%warm' THEN '{warm}'"
-        f" ELSE '{unknown}' END"
+        " WHEN cache_dir IS NULL OR cache_dir = '' THEN 'none'"
+        f" WHEN tag {like} '%cold' THEN 'cold'"
+        f" WHEN tag {like} '%warm%' AND rtrim({unretried}, '0123456789') {like} '%warm' THEN 'warm'"
+        " ELSE 'unknown' END"
     )
 
 
-def _like(dialect: str) -> str:
-    # SQLite's LIKE ignores ASCII case (our rule's re.IGNORECASE | re.ASCII);
-    # PostgreSQL's does not, ILIKE does.
-    return "ILIKE" if dialect == "postgresql" else "LIKE"
-
-
-def state_sql(dialect: str = "sqlite") -> str:
-    return _cases(_like(dialect), "warm", "cold", "none", "unknown")
-
-
-def source_sql(dialect: str = "sqlite") -> str:
-    return _cases(_like(dialect), SOURCE_TAG, SOURCE_TAG, SOURCE_EMPTY_CACHE_DIR, SOURCE_UNKNOWN)
+_SOURCE_OF_STATE = (
+    f"CASE s WHEN 'none' THEN '{SOURCE_EMPTY_CACHE_DIR}' WHEN 'unknown' THEN '{SOURCE_UNKNOWN}' "
+    f"ELSE '{SOURCE_TAG}' END"
+)
 
 
 def backfill_sql(dialect: str = "sqlite", table: str = "compile_records") -> str:
     """One set-based UPDATE: every row without a cache_state gets the rule; rows that
-    have one are never touched."""
+    have one are never touched.
+
+    Both columns come from one evaluation of the CASE (a row-value SET from a
+    one-row subquery): evaluating it twice cost a quarter more on a million rows.
+    """
     return (
-        f"UPDATE {table} SET cache_state = {state_sql(dialect)}, "
-        f"cache_state_source = {source_sql(dialect)} WHERE cache_state IS NULL"
+        f"UPDATE {table} SET (cache_state, cache_state_source) = "
+        f"(SELECT s, {_SOURCE_OF_STATE} FROM (SELECT {state_sql(dialect)} AS s) AS rule) "
+        "WHERE cache_state IS NULL"
     )

@@ -1,8 +1,10 @@
-"""cache_state, its source, host state, record kind and the content key.
+"""cache_state, its source, host state and the content key.
 
 All added columns are nullable or carry a server default, so SQLite adds them with
 a plain ALTER TABLE ADD COLUMN (no table copy, fast on a million rows). No CHECK on
-cache_state for the same reason: the write paths validate it.
+cache_state for the same reason: the write paths validate it. cache_state and its
+source come first: the 0003 backfill rewrites every row, and columns after the last
+non-NULL one cost a row next to nothing.
 
 Revision ID: 0002
 Revises: 0001
@@ -27,7 +29,6 @@ def _unique_key_index(name: str, table: str) -> None:
 
 def upgrade() -> None:
     with op.batch_alter_table("compile_records") as batch:
-        batch.add_column(sa.Column("record_kind", sa.Text, nullable=False, server_default="compile"))
         batch.add_column(sa.Column("cache_state", sa.Text))
         batch.add_column(sa.Column("cache_state_source", sa.Text))
         batch.add_column(sa.Column("host_cpu_count", sa.Integer))
@@ -46,5 +47,5 @@ def downgrade() -> None:
         batch.drop_column("record_key")
     op.drop_index("ux_compile_records_record_key", "compile_records")
     with op.batch_alter_table("compile_records") as batch:
-        for name in ("record_key", "host_load_avg_1m", "host_cpu_count", "cache_state_source", "cache_state", "record_kind"):
+        for name in ("record_key", "host_load_avg_1m", "host_cpu_count", "cache_state_source", "cache_state"):
             batch.drop_column(name)
