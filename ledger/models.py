@@ -91,7 +91,7 @@ compile_records = sa.Table(
     metadata,
     sa.Column("id", sa.Integer, primary_key=True),
     *(sa.Column(name, _SA_TYPES[t]) for name, t in COMPILE_FIELDS.items()),
-    sa.Column("record_key", sa.Text, unique=True),
+    sa.Column("record_key", sa.BigInteger, unique=True),
 )
 
 # Common fields of a sibling record that are also kept as columns, where present.
@@ -104,5 +104,5 @@ instrument_records = sa.Table(
     sa.Column("record_kind", sa.Text, nullable=False),
     sa.Column("record_json", sa.Text, nullable=False),
     *(sa.Column(name, sa.Text) for name in INSTRUMENT_COLUMNS),
-    sa.Column("record_key", sa.Text, unique=True),
+    sa.Column("record_key", sa.BigInteger, unique=True),
 )

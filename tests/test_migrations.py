@@ -182,3 +182,14 @@ def test_read_commands_never_create_a_database(db):
         assert result.exit_code == 1, args
         assert result.output.strip() == f"error: no ledger database at {db}"
         assert not db.exists()
+
+
+def test_revision_list_matches_the_chain():
+    from alembic.script import ScriptDirectory
+
+    from ledger.db import MIGRATIONS_DIR, REVISIONS
+
+    script = ScriptDirectory(str(MIGRATIONS_DIR))
+    chain = [s.revision for s in script.walk_revisions()][::-1]
+    assert tuple(chain) == REVISIONS
+    assert script.get_current_head() == REVISIONS[-1]

@@ -33,11 +33,12 @@ def upgrade() -> None:
         batch.add_column(sa.Column("cache_state_source", sa.Text))
         batch.add_column(sa.Column("host_cpu_count", sa.Integer))
         batch.add_column(sa.Column("host_load_avg_1m", sa.Float))
-        # A digest of the record's content: makes `ledger import` idempotent.
-        batch.add_column(sa.Column("record_key", sa.Text))
+        # A 64-bit digest of the record's content: makes `ledger import` idempotent.
+        # An integer, not hex text: the unique index takes half the insert time.
+        batch.add_column(sa.Column("record_key", sa.BigInteger))
     _unique_key_index("ux_compile_records_record_key", "compile_records")
     with op.batch_alter_table("instrument_records") as batch:
-        batch.add_column(sa.Column("record_key", sa.Text))
+        batch.add_column(sa.Column("record_key", sa.BigInteger))
     _unique_key_index("ux_instrument_records_record_key", "instrument_records")
 
 

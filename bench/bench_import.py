@@ -1,0 +1,78 @@
+"""`ledger import` of 100,000 legacy records against the floor: a bare `json.load`
+plus `sqlite3` `executemany` of the same records into a table of the same 18 columns.
+
+Both run as fresh processes (interpreter start included in both); best of 3. The
+ledger database is created at head (`ledger db upgrade`) before the timed import:
+the floor's CREATE TABLE is not timed either, and schema creation is a one-off
+that does not grow with the records.
+Target: at most 2x.
+Run: .venv/bin/python bench/bench_import.py [N]
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import BIN, legacy_records, verdict  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from ledger.models import LEGACY_FIELDS  # noqa: E402
+
+FLOOR = """
+import json, sqlite3, sys
+from pathlib import Path
+cols = {cols!r}
+con = sqlite3.connect(sys.argv[2])
+con.execute("CREATE TABLE compile_records (id INTEGER PRIMARY KEY, " + ", ".join(cols) + ")")
+sql = "INSERT INTO compile_records (" + ", ".join(cols) + ") VALUES (" + ", ".join("?" * len(cols)) + ")"
+with con:
+    for path in sorted(Path(sys.argv[1]).rglob("*.json")):
+        con.executemany(sql, [tuple(r.get(c) for c in cols) for r in json.load(open(path))])
+con.close()
+"""
+
+
+def best_of(n, cmd, prepare=None) -> float:
+    times = []
+    for i in range(n):
+        if prepare:
+            subprocess.run([c.replace("{i}", str(i)) for c in prepare], check=True, stdout=subprocess.DEVNULL)
+        t0 = time.perf_counter()
+        subprocess.run([c.replace("{i}", str(i)) for c in cmd], check=True, stdout=subprocess.DEVNULL)
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def main() -> None:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp) / "tree" / "local_cpu"
+        tree.mkdir(parents=True)
+        per_file = 10_000
+        for start in range(0, n, per_file):
+            (tree / f"probe{start // per_file:03d}.json").write_text(
+                json.dumps(legacy_records(min(per_file, n - start), seed=start))
+            )
+        floor_code = FLOOR.format(cols=list(LEGACY_FIELDS))
+        floor = best_of(3, [sys.executable, "-c", floor_code, str(tree.parent), f"{tmp}/floor{{i}}.db"])
+        ledger = best_of(3, [str(BIN / "ledger"), "import", str(tree.parent), "--db", f"{tmp}/ledger{{i}}.db"],
+                         prepare=[str(BIN / "ledger"), "db", "upgrade", "--db", f"{tmp}/ledger{{i}}.db"])
+        again = best_of(1, [str(BIN / "ledger"), "import", str(tree.parent), "--db", f"{tmp}/ledger0.db"])
+        out = subprocess.run([str(BIN / "ledger"), "sql", "SELECT count(*) FROM compile_records", "--csv",
+                              "--db", f"{tmp}/ledger0.db"], capture_output=True, text=True, check=True).stdout
+        assert out.split()[-1] == str(n), out
+    ratio = ledger / floor
+    print(f"{n:,} records: json.load + sqlite3 executemany (floor) {floor:.2f}s   ledger import {ledger:.2f}s")
+    print(f"ratio {ratio:.2f}x (target <= 2x) {verdict(ratio, 2.0)}")
+    print(f"re-import of the same tree (adds nothing): {again:.2f}s")
+
+
+if __name__ == "__main__":
+    main()
