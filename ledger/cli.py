@@ -141,8 +141,10 @@ def export_cmd(
         write_atomically(output, content)
 
 
-from . import cli_db  # noqa: E402  (registers `ledger db ...` on app)
+from . import cli_db, cli_probe  # noqa: E402
 
+app.command("probe")(cli_probe.probe_cmd)
+app.command("objectives")(cli_probe.objectives_cmd)
 app.add_typer(cli_db.app, name="db")
 
 

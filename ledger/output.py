@@ -16,12 +16,23 @@ def _cell(value) -> str:
     return str(value)
 
 
+def _numeric_text(value) -> bool:
+    if value is None:
+        return True
+    try:
+        float(value)
+        return isinstance(value, str)
+    except (TypeError, ValueError):
+        return False
+
+
 def format_table(columns: Sequence[str], rows: Sequence[Sequence]) -> str:
     cells = [[_cell(v) for v in row] for row in rows]
     widths = [len(c) for c in columns]
     for row in cells:
         widths = [max(w, len(c)) for w, c in zip(widths, row)]
-    numeric = [all(isinstance(r[i], (int, float)) or r[i] is None for r in rows) and rows for i in range(len(columns))]
+    numeric = [bool(rows) and all(isinstance(r[i], (int, float)) or _numeric_text(r[i]) for r in rows)
+               for i in range(len(columns))]
 
     def line(values):
         return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)).rstrip()

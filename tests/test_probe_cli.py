@@ -1,0 +1,102 @@
+"""`ledger probe` end to end: the installed entry point, real JAX compiles of the toy
+objective, a real SQLite ledger, a real JAX cache dir."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from .conftest import db_at, query, run_cli
+
+LEDGER = Path(sys.executable).with_name("ledger")
+
+
+def _probe(*args, env=None, cwd=None):
+    return subprocess.run([LEDGER, "probe", *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd)
+
+
+def _rows(db, where="1=1"):
+    return query(db, f"SELECT transform, cache_state, cache_state_source, status, phase, run_id FROM compile_records WHERE {where} ORDER BY id")
+
+
+def test_two_probe_processes_on_one_cache_dir_go_cold_then_warm(tmp_path, db):
+    cache = tmp_path / "jax-cache"
+    first = _probe("--transforms", "jit,vag,vmap", "--cache-dir", cache, "--tag", "first", "--db", db)
+    assert first.returncode == 0, first.stderr
+    second = _probe("--transforms", "jit,vag,vmap", "--cache-dir", cache, "--tag", "second", "--db", db)
+    assert second.returncode == 0, second.stderr
+    cold = _rows(db, "tag = 'first'")
+    warm = _rows(db, "tag = 'second'")
+    assert [(t, s, src, st) for t, s, src, st, _, _ in cold] == [
+        (t, "cold", "measured_events", "ok") for t in ("jit", "vag", "vmap")]
+    assert [(t, s, src, st) for t, s, src, st, _, _ in warm] == [
+        (t, "warm", "measured_events", "ok") for t in ("jit", "vag", "vmap")]
+    # the summary table names each transform with its state
+    assert "jit        ok      warm" in second.stdout
+    (n_keys,), = query(db, "SELECT count(DISTINCT cache_key) FROM compile_records WHERE transform = 'jit'")
+    assert n_keys == 1
+
+
+def test_no_cache_dir_gives_none_and_host_state(tmp_path, db):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION_CACHE")}
+    r = _probe("--transforms", "jit", "--db", db, env=env)
+    assert r.returncode == 0, r.stderr
+    (state, source, cpus, load, hw, fp), = query(
+        db, "SELECT cache_state, cache_state_source, host_cpu_count, host_load_avg_1m, hardware, program_fingerprint FROM compile_records")
+    assert (state, source, hw) == ("none", "empty_cache_dir", "local_cpu")
+    assert cpus >= 1 and load >= 0 and len(fp) == 64
+
+
+def test_cold_warm_pair_from_one_command(tmp_path, db):
+    r = _probe("--transforms", "jit,grad", "--cold-warm", "--cache-dir", tmp_path / "c", "--db", db)
+    assert r.returncode == 0, r.stderr
+    rows = _rows(db)
+    assert [(t, s, p) for t, s, _, _, p, _ in rows] == [
+        ("jit", "cold", "cold"), ("grad", "cold", "cold"), ("jit", "warm", "warm"), ("grad", "warm", "warm")]
+    assert len({run_id for *_, run_id in rows}) == 1
+
+
+def test_failing_transform_keeps_the_others_and_exits_nonzero(tmp_path, db):
+    (tmp_path / "userobj.py").write_text(textwrap.dedent('''
+        import numpy as np
+        import jax.numpy as jnp
+        from jax import lax
+
+        def while_loop(cell):
+            def fn(x):
+                body = lambda c: (c[0] + 1, c[1] * 0.5 + jnp.sum(x * x))
+                return lax.while_loop(lambda c: c[0] < 3, body, (0, jnp.float32(0.0)))[1]
+            return fn, np.ones(4, np.float32)
+    '''))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    r = _probe("--objective", "userobj:while_loop", "--transforms", "jit,grad,vmap", "--db", db, env=env)
+    assert r.returncode == 1
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: 1 transform(s) failed: grad (")
+    rows = query(db, "SELECT transform, status, compile_s IS NULL, error IS NOT NULL FROM compile_records ORDER BY id")
+    assert rows == [("jit", "ok", 0, 0), ("grad", "failed", 1, 1), ("vmap", "ok", 0, 0)]
+
+
+def test_bad_objective_is_a_one_line_error_and_writes_nothing(db):
+    result = run_cli("probe", "--objective", "nope", "--db", db)
+    assert result.exit_code == 1
+    assert result.output.startswith("error: ") and len(result.output.strip().splitlines()) == 1
+    assert "nope" in result.output
+    assert query(db, "SELECT count(*) FROM compile_records") == [(0,)]
+
+
+def test_old_database_stops_the_probe_before_it_compiles(db):
+    db_at(db, "0003")
+    result = run_cli("probe", "--transforms", "jit", "--db", db)
+    assert result.exit_code == 1
+    assert "this ledger needs 0005: run `ledger db upgrade`" in result.output
+
+
+def test_objectives_lists_the_builtins():
+    result = run_cli("objectives")
+    assert result.exit_code == 0
+    for name in ("toy", "mge", "pixelization", "laxmap_vag", "pyloop_vag"):
+        assert f"  {name} " in result.output
