@@ -1,0 +1,104 @@
+"""Host state and environment provenance: what a reader needs to judge a number later.
+
+Sampled outside the timed windows. XLA compiles on the host cores, so load and the
+CPUs this process may use (fewer than the node has on a SLURM allocation) matter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import sys
+
+import psutil
+
+# JAX settings that decide whether and how the persistent cache applies.
+CACHE_SETTINGS = (
+    "jax_compilation_cache_dir",
+    "jax_enable_compilation_cache",
+    "jax_persistent_cache_min_compile_time_secs",
+    "jax_persistent_cache_min_entry_size_bytes",
+    "jax_compilation_cache_max_size",
+    "jax_persistent_cache_enable_xla_caches",
+    "jax_compilation_cache_include_metadata_in_key",
+    "jax_explain_cache_misses",
+)
+
+
+def load_avg() -> tuple[float, float, float] | tuple[None, None, None]:
+    try:
+        return tuple(float(v) for v in psutil.getloadavg())  # type: ignore[return-value]
+    except (OSError, AttributeError):
+        return None, None, None
+
+
+def host_state() -> dict:
+    l1, l5, l15 = load_avg()
+    try:
+        affinity = len(psutil.Process().cpu_affinity())
+    except (AttributeError, OSError):  # not available on macOS
+        affinity = None
+    vm = psutil.virtual_memory()
+    return {
+        "host_cpu_count": psutil.cpu_count(logical=True),
+        "host_load_avg_1m": l1,
+        "host_load_avg_5m": l5,
+        "host_load_avg_15m": l15,
+        "host_cpu_affinity": affinity,
+        "host_mem_total_mb": round(vm.total / 2**20, 1),
+        "host_mem_available_mb": round(vm.available / 2**20, 1),
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID") or os.environ.get("SLURM_JOBID"),
+        "slurm_node": os.environ.get("SLURMD_NODENAME") or os.environ.get("SLURM_NODELIST"),
+        "hostname": socket.gethostname(),
+    }
+
+
+def hardware_name(platform_name: str, device_kind: str) -> str:
+    if platform_name == "cpu":
+        return "local_cpu"
+    return f"local_{platform_name}_{device_kind.replace(' ', '_')}"
+
+
+def jax_environment() -> dict:
+    """Versions, backend and device; call once jax is imported (it initialises the backend)."""
+    import jax
+    import jaxlib
+
+    dev = jax.devices()[0]
+    kind = str(getattr(dev, "device_kind", "") or "")
+    platform_name = dev.platform
+    return {
+        "jax_version": jax.__version__,
+        "jaxlib_version": getattr(jaxlib, "__version__", None),
+        "backend": jax.default_backend(),
+        "device_kind": kind,
+        "hardware": hardware_name(platform_name, kind),
+        "device_count": jax.device_count(),
+    }
+
+
+def cache_settings() -> dict:
+    import jax
+
+    out = {}
+    for name in CACHE_SETTINGS:
+        try:
+            out[name] = getattr(jax.config, name)
+        except AttributeError:
+            out[name] = None
+    return out
+
+
+def static_provenance() -> dict:
+    return {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "pid": os.getpid(),
+        "argv0": sys.argv[0] if sys.argv else None,
+    }
+
+
+def dumps(obj) -> str:
+    return json.dumps(obj, sort_keys=True, default=str)
