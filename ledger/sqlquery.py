@@ -28,6 +28,10 @@ def _authorizer(action, arg1, arg2, _db, _trigger):
         return sqlite3.SQLITE_OK
     if action == sqlite3.SQLITE_PRAGMA and arg1 and arg1.lower() in _READ_PRAGMAS:
         return sqlite3.SQLITE_OK
+    if action == sqlite3.SQLITE_UPDATE and arg1 == "sqlite_master":
+        # SQLite asks this of itself when a table-valued function (json_each) is
+        # first used; a real write is still refused by mode=ro and query_only.
+        return sqlite3.SQLITE_OK
     return sqlite3.SQLITE_DENY
 
 

@@ -100,3 +100,23 @@ def test_objectives_lists_the_builtins():
     assert result.exit_code == 0
     for name in ("toy", "mge", "pixelization", "laxmap_vag", "pyloop_vag"):
         assert f"  {name} " in result.output
+
+
+WHY_COLD = """
+SELECT w.transform, c.key AS component
+FROM compile_records AS k, json_each(k.cache_key_components) AS c
+JOIN compile_records AS w ON w.model_type = k.model_type AND w.transform = k.transform AND w.cache_state = 'warm'
+WHERE k.cache_state = 'cold' AND k.id = (SELECT max(id) FROM compile_records WHERE cache_state = 'cold')
+  AND c.value IS NOT json_extract(w.cache_key_components, '$."' || c.key || '"')
+"""
+
+
+def test_readme_why_cold_query_names_the_changed_xla_flags(tmp_path, db):
+    cache = tmp_path / "c"
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    for flags in (None, None, "--xla_cpu_enable_fast_math=false"):
+        run_env = dict(env, XLA_FLAGS=flags) if flags else env
+        assert _probe("--transforms", "jit", "--cache-dir", cache, "--db", db, env=run_env).returncode == 0
+    assert [s for _, s, *_ in _rows(db)] == ["cold", "warm", "cold"]
+    result = run_cli("sql", WHY_COLD, "--csv", "--db", db)
+    assert result.output == "transform,component\njit,XLA flags\n"

@@ -39,6 +39,12 @@ def test_select_csv_and_json(loaded):
     assert json.loads(run_cli("sql", q, "--json", "--db", loaded).output) == [{"transform": "vag", "compile_s": 2.27}]
 
 
+def test_table_valued_json_functions_work(loaded):
+    result = run_cli("sql", "SELECT count(*) FROM compile_records, json_each('[1, 2]')", "--csv", "--db", loaded)
+    assert (result.exit_code, result.output) == (0, "count(*)\n178\n")
+    assert run_cli("sql", "UPDATE sqlite_master SET sql = ''", "--db", loaded).exit_code == 1
+
+
 def test_with_and_pragma_reads_work(loaded):
     assert run_cli("sql", "WITH t AS (SELECT 1 AS x) SELECT x FROM t", "--db", loaded).exit_code == 0
     result = run_cli("sql", "PRAGMA table_info(compile_records)", "--db", loaded)
