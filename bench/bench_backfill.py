@@ -7,7 +7,6 @@ Run: .venv/bin/python bench/bench_backfill.py [N]
 
 from __future__ import annotations
 
-import os
 import shutil
 import sqlite3
 import subprocess

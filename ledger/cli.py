@@ -17,6 +17,7 @@ import typer
 from typer.core import TyperGroup
 from typing import Annotated
 
+from .cli_options import DbOpt
 from .errors import LedgerError
 
 _TRACEBACK = "ledger.traceback"
@@ -56,12 +57,6 @@ app = typer.Typer(
     add_completion=False,
 )
 
-# Not envvar=LEDGER_DB: the resolver reads the environment itself, and only a URL
-# typed on the command line is refused for carrying a password.
-DbOpt = Annotated[
-    Optional[str],
-    typer.Option("--db", help="Database file or SQLAlchemy URL [else $LEDGER_DB, else ./ledger.db]."),
-]
 
 
 @app.callback()

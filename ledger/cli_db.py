@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Optional
 
 import typer
 from typing import Annotated
 
+from .cli_options import DbOpt
 from .errors import LedgerError
 
 app = typer.Typer(help="Schema migrations (the same revisions `alembic` runs).", no_args_is_help=True)
 
-DbOpt = Annotated[
-    Optional[str],
-    typer.Option("--db", help="Database file or SQLAlchemy URL [else $LEDGER_DB, else ./ledger.db]."),
-]
 
 
 def _existing_url(db: str | None) -> str:

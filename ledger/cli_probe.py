@@ -14,12 +14,9 @@ from typing import Annotated, Optional
 
 import typer
 
+from .cli_options import DbOpt
 from .errors import LedgerError
 
-DbOpt = Annotated[
-    Optional[str],
-    typer.Option("--db", help="Database file or SQLAlchemy URL [else $LEDGER_DB, else ./ledger.db]."),
-]
 
 SUMMARY_COLUMNS = ("phase", "transform", "status", "cache_state", "cache_state_source",
                    "trace_s", "compile_s", "first_s", "steady_s")
