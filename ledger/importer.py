@@ -9,13 +9,12 @@ cache_state get it from the very UPDATE the 0003 data migration runs.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import os
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 from sqlalchemy import func, select, text
 from sqlalchemy.engine import Connection, Engine
@@ -161,15 +160,16 @@ def _insert_ignoring_duplicates(conn: Connection, table, rows: list[dict]) -> in
     return conn.exec_driver_sql(_insert_sql(conn, table, columns), params).rowcount
 
 
-def write_batch(conn: Connection, batch: _Batch, summary: ImportSummary) -> None:
-    """Insert one checked batch inside the caller's transaction, then backfill."""
-    _fill_missing_keys(conn)
-    max_id = conn.execute(select(func.coalesce(func.max(compile_records.c.id), 0))).scalar()
-    if batch.fast_rows:
+def _insert_part(conn: Connection, part: _Batch, summary: ImportSummary) -> None:
+    if part.fast_rows:
         sql = _insert_sql(conn, compile_records, FAST_COLUMNS)
-        summary.added_compile += conn.exec_driver_sql(sql, batch.fast_rows).rowcount
-    summary.added_compile += _insert_ignoring_duplicates(conn, compile_records, batch.compile_rows)
-    summary.added_instrument += _insert_ignoring_duplicates(conn, instrument_records, batch.instrument_rows)
+        summary.added_compile += conn.exec_driver_sql(sql, part.fast_rows).rowcount
+    summary.added_compile += _insert_ignoring_duplicates(conn, compile_records, part.compile_rows)
+    summary.added_instrument += _insert_ignoring_duplicates(conn, instrument_records, part.instrument_rows)
+    summary.duplicates += len(part)
+
+
+def _backfill_since(conn: Connection, max_id: int, summary: ImportSummary) -> None:
     # Only the rows just added: the rule never touches a row that has a state, and
     # on a big ledger a full-table WHERE cache_state IS NULL would be a full scan.
     conn.execute(text(backfill_sql(conn.dialect.name) + " AND id > :max_id"), {"max_id": max_id})
@@ -190,27 +190,34 @@ def _read_one(job: tuple[Path, bool]) -> tuple[_Batch, list[str], int]:
 
 # Reading is JSON parsing plus per-record checks and keys: CPU-bound Python, and
 # most of an import's time. Past this much input, files are read by a pool of
-# forked processes, one per core (the rows come back pickled, which is cheap).
+# forked processes, one per core, while this process inserts what they have read.
 PARALLEL_BYTES = 4 << 20
 
 
-def _read_all(files: list[Path], skip_invalid: bool, progress) -> Iterable[tuple[_Batch, list[str], int]]:
+@contextmanager
+def _reading(files: list[Path], skip_invalid: bool, progress) -> Iterator[Iterable[tuple[_Batch, list[str], int]]]:
+    """The files' checked rows, in file order, as they become ready."""
     jobs = [(f, skip_invalid) for f in files]
-    workers = min(os.cpu_count() or 1, len(files))
-    parallel = (
-        workers > 1
-        and "fork" in multiprocessing.get_all_start_methods()
-        and sum(f.stat().st_size for f in files) > PARALLEL_BYTES
-    )
     shown = progress(files) if progress else files
-    if not parallel:
-        for job, _ in zip(jobs, shown):
-            yield _read_one(job)
+    workers = min(os.cpu_count() or 1, len(files))
+    if workers < 2 or sum(f.stat().st_size for f in files) <= PARALLEL_BYTES:
+        yield (_read_one(job) for job, _ in zip(jobs, shown))
         return
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        # map() yields in file order, so the first bad file in order is the one reported
-        for result, _ in zip(pool.map(_read_one, jobs), shown):
-            yield result
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    if "fork" not in multiprocessing.get_all_start_methods():
+        yield (_read_one(job) for job, _ in zip(jobs, shown))
+        return
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+    try:
+        # map() submits every job now, so the workers fork before any database
+        # connection is opened; it yields in file order, so the first bad file in
+        # order is the one reported.
+        results = pool.map(_read_one, jobs)
+        yield (result for result, _ in zip(results, shown))
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def import_paths(
@@ -220,17 +227,17 @@ def import_paths(
     skip_invalid: bool = False,
     progress: Callable[[Iterable[Path]], Iterable[Path]] | None = None,
 ) -> ImportSummary:
+    """Import every record under `paths` in one transaction: all or nothing."""
     files = find_json_files(paths)
     summary = ImportSummary(files=len(files))
-    batch = _Batch()
     engine.dispose()  # no open database connection may cross into forked readers
-    for part, skipped, count in _read_all(files, skip_invalid, progress):
-        summary.records += count
-        summary.skipped.extend(skipped)
-        batch.compile_rows.extend(part.compile_rows)
-        batch.fast_rows.extend(part.fast_rows)
-        batch.instrument_rows.extend(part.instrument_rows)
-    with engine.begin() as conn:
-        write_batch(conn, batch, summary)
-    summary.duplicates = len(batch) - summary.added_compile - summary.added_instrument
+    with _reading(files, skip_invalid, progress) as parts, engine.begin() as conn:
+        _fill_missing_keys(conn)
+        max_id = conn.execute(select(func.coalesce(func.max(compile_records.c.id), 0))).scalar()
+        for part, skipped, count in parts:
+            summary.records += count
+            summary.skipped.extend(skipped)
+            _insert_part(conn, part, summary)
+        _backfill_since(conn, max_id, summary)
+    summary.duplicates -= summary.added_compile + summary.added_instrument
     return summary

@@ -125,3 +125,35 @@ def test_export_unknown_format(db):
     assert run_cli("import", CORPUS, "--db", db).exit_code == 0
     result = run_cli("export", "--format", "xml", "--db", db)
     assert result.exit_code == 1 and result.output == "error: unknown format 'xml': use one of json, csv\n"
+
+
+@pytest.fixture
+def forked_readers(monkeypatch):
+    """Large imports read files in forked processes; make every import take that path."""
+    import ledger.importer
+
+    monkeypatch.setattr(ledger.importer, "PARALLEL_BYTES", 0)
+
+
+def test_parallel_readers_give_the_same_rows(tmp_path, forked_readers):
+    serial, parallel = tmp_path / "s.db", tmp_path / "p.db"
+    import ledger.importer
+
+    assert run_cli("import", CORPUS, "--db", parallel).exit_code == 0
+    ledger.importer.PARALLEL_BYTES = 1 << 40
+    assert run_cli("import", CORPUS, "--db", serial).exit_code == 0
+    sql = "SELECT record_key, tag, cache_state, cache_state_source FROM compile_records ORDER BY id"
+    assert query(parallel, sql) == query(serial, sql) and len(query(serial, sql)) == 89
+
+
+def test_parallel_readers_bad_file_writes_nothing(tmp_path, db, forked_readers):
+    tree = tmp_path / "tree" / "local_cpu"
+    write_json(tree / "a.json", [dict(GOOD, tag=f"t{i}") for i in range(50)])
+    write_json(tree / "b.json", [dict(GOOD, tag="x"), dict(GOOD, steady_s="fast")])
+    write_json(tree / "c.json", [dict(GOOD, tag="later")])
+    result = run_cli("import", tree.parent, "--db", db)
+    assert result.exit_code == 1
+    assert result.output == f"error: {tree / 'b.json'}: record 1: steady_s is not a number ('fast')\n"
+    assert _counts(db) == (0, 0)
+    ok = run_cli("import", tree.parent, "--skip-invalid", "--db", db)
+    assert ok.exit_code == 0 and _counts(db) == (52, 0)
