@@ -1,7 +1,7 @@
 """`ledger import` of 100,000 legacy records against the floor: a bare `json.load`
 plus `sqlite3` `executemany` of the same records into a table of the same 18 columns.
 
-Both run as fresh processes (interpreter start included in both); best of 3. The
+Both run as fresh processes (interpreter start included in both); best of 5. The
 ledger database is created at head (`ledger db upgrade`) before the timed import:
 the floor's CREATE TABLE is not timed either, and schema creation is a one-off
 that does not grow with the records.
@@ -61,8 +61,8 @@ def main() -> None:
                 json.dumps(legacy_records(min(per_file, n - start), seed=start))
             )
         floor_code = FLOOR.format(cols=list(LEGACY_FIELDS))
-        floor = best_of(3, [sys.executable, "-c", floor_code, str(tree.parent), f"{tmp}/floor{{i}}.db"])
-        ledger = best_of(3, [str(BIN / "ledger"), "import", str(tree.parent), "--db", f"{tmp}/ledger{{i}}.db"],
+        floor = best_of(5, [sys.executable, "-c", floor_code, str(tree.parent), f"{tmp}/floor{{i}}.db"])
+        ledger = best_of(5, [str(BIN / "ledger"), "import", str(tree.parent), "--db", f"{tmp}/ledger{{i}}.db"],
                          prepare=[str(BIN / "ledger"), "db", "upgrade", "--db", f"{tmp}/ledger{{i}}.db"])
         again = best_of(1, [str(BIN / "ledger"), "import", str(tree.parent), "--db", f"{tmp}/ledger0.db"])
         out = subprocess.run([str(BIN / "ledger"), "sql", "SELECT count(*) FROM compile_records", "--csv",
