@@ -24,18 +24,18 @@ def _rows(db, where="1=1"):
 
 def test_two_probe_processes_on_one_cache_dir_go_cold_then_warm(tmp_path, db):
     cache = tmp_path / "jax-cache"
-    first = _probe("--transforms", "jit,vag,vmap", "--cache-dir", cache, "--tag", "first", "--db", db)
+    first = _probe("--transforms", "all", "--cache-dir", cache, "--tag", "first", "--db", db)
     assert first.returncode == 0, first.stderr
-    second = _probe("--transforms", "jit,vag,vmap", "--cache-dir", cache, "--tag", "second", "--db", db)
+    second = _probe("--transforms", "all", "--cache-dir", cache, "--tag", "second", "--db", db)
     assert second.returncode == 0, second.stderr
     cold = _rows(db, "tag = 'first'")
     warm = _rows(db, "tag = 'second'")
-    assert [(t, s, src, st) for t, s, src, st, _, _ in cold] == [
-        (t, "cold", "measured_events", "ok") for t in ("jit", "vag", "vmap")]
-    assert [(t, s, src, st) for t, s, src, st, _, _ in warm] == [
-        (t, "warm", "measured_events", "ok") for t in ("jit", "vag", "vmap")]
+    every = ("jit", "grad", "vag", "vmap", "vmap_vag", "laxmap_vag", "pyloop_vag")
+    assert [(t, s, src, st) for t, s, src, st, _, _ in cold] == [(t, "cold", "measured_events", "ok") for t in every]
+    assert [(t, s, src, st) for t, s, src, st, _, _ in warm] == [(t, "warm", "measured_events", "ok") for t in every]
     # the summary table names each transform with its state
-    assert "jit        ok      warm" in second.stdout
+    summary = [line.split()[:4] for line in second.stdout.splitlines()[2:9]]
+    assert summary == [[t, "ok", "warm", "measured_events"] for t in every]
     (n_keys,), = query(db, "SELECT count(DISTINCT cache_key) FROM compile_records WHERE transform = 'jit'")
     assert n_keys == 1
 
