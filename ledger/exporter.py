@@ -28,9 +28,19 @@ def compile_rows(engine: Engine) -> list[dict]:
 
 
 def instrument_records_whole(engine: Engine) -> list[dict]:
+    """Sibling records as imported; one that took its hardware from its local_*
+    folder carries it, so that re-importing it anywhere finds the same key."""
+    out = []
     with engine.connect() as conn:
-        stored = conn.execute(select(instrument_records.c.record_json).order_by(instrument_records.c.id)).scalars()
-        return [json.loads(s) for s in stored]
+        stored = conn.execute(
+            select(instrument_records.c.record_json, instrument_records.c.hardware).order_by(instrument_records.c.id)
+        )
+        for text, hardware in stored:
+            rec = json.loads(text)
+            if rec.get("hardware") is None and hardware is not None:
+                rec["hardware"] = hardware
+            out.append(rec)
+    return out
 
 
 def render(engine: Engine, fmt: str) -> str:

@@ -62,12 +62,22 @@ def find_json_files(paths: Iterable[str | Path]) -> list[Path]:
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            files.extend(sorted(p.rglob("*.json")))
+            # *.json in any case; a broken link is kept (and reported when read), a
+            # directory that happens to be called x.json is not a file to import
+            found = (f for f in p.rglob("*") if f.suffix.lower() == ".json" and (f.is_file() or f.is_symlink()))
+            files.extend(sorted(found))
         elif p.is_file():
             files.append(p)
         else:
             raise LedgerError(f"{p}: no such file or directory")
     return files
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _hardware_from_path(path: Path) -> str | None:
@@ -88,9 +98,20 @@ def read_file(path: Path, batch: _Batch, skipped: list[str] | None) -> int:
         skipped.append(msg)
 
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        bad(f"{path}: cannot read: {exc.strerror or exc}")
+        return 0
+    except UnicodeDecodeError as exc:
+        bad(f"{path}: not UTF-8 text: {exc.reason} at byte {exc.start}")
+        return 0
+    try:
+        data = json.loads(text)
+    except ValueError as exc:  # JSONDecodeError, and RecursionError-free ValueErrors
         bad(f"{path}: invalid JSON: {exc}")
+        return 0
+    except RecursionError:
+        bad(f"{path}: invalid JSON: nested too deeply")
         return 0
     if not isinstance(data, list):
         bad(f"{path}: not a list of records (top level is {type(data).__name__})")
@@ -200,7 +221,7 @@ def _reading(files: list[Path], skip_invalid: bool, progress) -> Iterator[Iterab
     jobs = [(f, skip_invalid) for f in files]
     shown = progress(files) if progress else files
     workers = min(os.cpu_count() or 1, len(files))
-    if workers < 2 or sum(f.stat().st_size for f in files) <= PARALLEL_BYTES:
+    if workers < 2 or sum(map(_size, files)) <= PARALLEL_BYTES:
         yield (_read_one(job) for job, _ in zip(jobs, shown))
         return
     import multiprocessing

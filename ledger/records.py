@@ -39,28 +39,75 @@ def instrument_kind(rec: dict) -> str:
     return "other"
 
 
+INT64 = (-(2**63), 2**63 - 1)  # what SQLite's INTEGER (and PostgreSQL's BIGINT) hold
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def text_ok(value: str) -> bool:
+    """Storable text: no NUL (SQLite's string functions stop at one, so the backfill
+    rule would read a different tag than Python does) and valid UTF-8 (no lone
+    surrogates, which JSON can carry and SQLite cannot store)."""
+    if "\x00" in value:
+        return False
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _check(name: str, value: Any, kind: type) -> Any:
     if value is None:
         return None
     if kind is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise RecordError(f"{name} is not a number ({value!r})")
+            raise RecordError(f"{name} is not a number ({_short(value)})")
+        try:
+            value = float(value)
+        except OverflowError:
+            raise RecordError(f"{name} is not a finite number ({_short(value)})") from None
         if not math.isfinite(value):
             raise RecordError(f"{name} is not a finite number ({value!r})")
-        return float(value)
+        return value
     if kind is int:
         if isinstance(value, float) and value.is_integer():
-            return int(value)
+            value = int(value)
         if isinstance(value, bool) or not isinstance(value, int):
-            raise RecordError(f"{name} is not an integer ({value!r})")
+            raise RecordError(f"{name} is not an integer ({_short(value)})")
+        if not INT64[0] <= value <= INT64[1]:
+            raise RecordError(f"{name} is out of the 64-bit integer range ({_short(value)})")
         return value
     if kind is bool:
         if not isinstance(value, bool):
-            raise RecordError(f"{name} is not true/false ({value!r})")
+            raise RecordError(f"{name} is not true/false ({_short(value)})")
         return value
     if not isinstance(value, str):
-        raise RecordError(f"{name} is not a string ({value!r})")
+        raise RecordError(f"{name} is not a string ({_short(value)})")
+    if not text_ok(value):
+        raise RecordError(f"{name} is not storable text (a NUL character or invalid UTF-8)")
     return value
+
+
+def _fast_ok(value: Any, kind: type) -> bool:
+    # exact type, and the cheap checks _check would make: finite floats (v - v is
+    # NaN for inf and NaN), 64-bit ints, plain ASCII text without NUL
+    if value is None:
+        return True
+    if type(value) is not kind:
+        return False
+    if kind is str:
+        return value.isascii() and "\x00" not in value
+    if kind is float:
+        return value - value == 0.0
+    if kind is int:
+        return INT64[0] <= value <= INT64[1]
+    return True
 
 
 # What identifies a compile measurement: its legacy content plus, for probe rows,
@@ -107,11 +154,7 @@ def compile_row(rec: dict, *, default_hardware: str | None = None) -> dict:
     for name, value in rec.items():
         kind = COMPILE_FIELDS.get(name)
         if kind is not None:
-            # exact type and (for floats) finite: v - v is NaN for inf and NaN
-            if value is None or (type(value) is kind and (kind is not float or value - value == 0.0)):
-                row[name] = value
-            else:
-                row[name] = _check(name, value, kind)
+            row[name] = value if _fast_ok(value, kind) else _check(name, value, kind)
         elif name == "host_state":
             if not isinstance(value, dict):
                 raise RecordError(f"host_state is not an object ({value!r})")
@@ -138,7 +181,10 @@ def compile_row(rec: dict, *, default_hardware: str | None = None) -> dict:
         # Left for the backfill rule, which the importer runs as SQL afterwards.
         row["cache_state_source"] = None
     if extras:
-        prov = json.loads(row["provenance"]) if row.get("provenance") else {}
+        try:
+            prov = json.loads(row["provenance"]) if row.get("provenance") else {}
+        except ValueError:
+            prov = row["provenance"]
         if not isinstance(prov, dict):
             prov = {"provenance": prov}
         prov.update(extras)
@@ -150,11 +196,21 @@ def compile_row(rec: dict, *, default_hardware: str | None = None) -> dict:
 def instrument_row(rec: dict, *, default_hardware: str | None = None) -> dict:
     """An instrument_records row: the record kept whole, common fields as columns."""
     row = {name: (None if rec.get(name) is None else str(rec.get(name))) for name in INSTRUMENT_COLUMNS}
+    for name, value in row.items():
+        if value is not None and not text_ok(value):
+            raise RecordError(f"{name} is not storable text (a NUL character or invalid UTF-8)")
+    # The key covers the hardware the row is filed under, so the same record found
+    # under two local_* folders is two rows (as for compile records); export writes
+    # that hardware into the record, so a re-import finds the same key.
+    keyed = rec if rec.get("hardware") is not None or default_hardware is None else dict(rec, hardware=default_hardware)
     if row["hardware"] is None:
         row["hardware"] = default_hardware
-    canonical = json.dumps(rec, sort_keys=True, separators=(",", ":"))
+    try:
+        canonical = json.dumps(keyed, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        row["record_json"] = json.dumps(rec, allow_nan=False)
+    except ValueError:
+        raise RecordError("holds NaN or Infinity, which JSON (and SQLite's json functions) cannot read") from None
     row["record_kind"] = instrument_kind(rec)
-    row["record_json"] = json.dumps(rec)
     row["record_key"] = _digest64(canonical.encode())
     return row
 
@@ -190,11 +246,23 @@ def legacy_rows_fast(records: list[dict], *, default_hardware: str | None = None
         types = set(map(type, map(_COLUMN[i], tuples)))
         if not types <= _OK_TYPES[kind]:
             return None
+        present = [v for v in map(_COLUMN[i], tuples) if v is not None]
+        if not present:
+            continue
         if kind is float:
-            if not all(map(math.isfinite, [v for v in map(_COLUMN[i], tuples) if v is not None])):
+            try:
+                if not all(map(math.isfinite, present)):
+                    return None
+                if int in types:
+                    tuples = [t[:i] + (float(t[i]),) + t[i + 1:] if type(t[i]) is int else t for t in tuples]
+            except OverflowError:  # an int too large for a float
                 return None
-            if int in types:
-                tuples = [t[:i] + (float(t[i]),) + t[i + 1:] if type(t[i]) is int else t for t in tuples]
+        elif kind is int:
+            if min(present) < INT64[0] or max(present) > INT64[1]:
+                return None
+        elif kind is str:
+            if not text_ok("\x01".join(present)):
+                return None
     if default_hardware is not None:
         h = _LEGACY_NAMES.index("hardware")
         tuples = [t[:h] + (default_hardware,) + t[h + 1:] if t[h] is None else t for t in tuples]

@@ -72,5 +72,8 @@ def query(path: Path, sql: str, params=()) -> list[tuple]:
 
 def write_json(path: Path, data) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data) if not isinstance(data, str) else data)
+    if isinstance(data, bytes):
+        path.write_bytes(data)
+    else:
+        path.write_text(json.dumps(data) if not isinstance(data, str) else data)
     return path

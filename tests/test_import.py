@@ -44,6 +44,12 @@ BAD_INPUTS = [
     ("NaN timing", '[{"compile_s": NaN}]', "bad.json: record 0: compile_s is not a finite number (nan)"),
     ("bad cache_state", [dict(GOOD, cache_state="lukewarm")], "bad.json: record 0: cache_state 'lukewarm' is not one of"),
     ("bad host_state", [dict(GOOD, host_state=[4, 0.5])], "bad.json: record 0: host_state is not an object"),
+    ("int beyond 64 bits", [dict(GOOD, ndim=2**70)], "bad.json: record 0: ndim is out of the 64-bit integer range (1180591620717411303424)"),
+    ("int too big for a float", '[{"compile_s": 1' + "0" * 400 + '}]', "bad.json: record 0: compile_s is not a finite number (1000"),
+    ("lone surrogate in a tag", '[{"compile_s": 1.0, "tag": "\\ud800warm"}]', "bad.json: record 0: tag is not storable text"),
+    ("NUL in a tag", [dict(GOOD, tag="x_cold\u0000zz")], "bad.json: record 0: tag is not storable text"),
+    ("NaN in a sibling record", '[{"serialize_s": NaN}]', "bad.json: record 0: holds NaN or Infinity"),
+    ("not UTF-8", b"[\xff]", "bad.json: not UTF-8 text"),
 ]
 
 
@@ -58,6 +64,31 @@ def test_bad_input_writes_nothing(tmp_path, db, name, content, message):
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {bad.parent}/") and message in lines[0], lines
     assert _counts(db) == (89, 4)  # not even the good file's record
+
+
+def test_unreadable_entries_in_a_tree_are_reported_not_crashed_on(tmp_path, db):
+    tree = tmp_path / "tree" / "local_cpu"
+    write_json(tree / "a.json", [GOOD])
+    (tree / "dir.json").mkdir()  # not a file: not imported
+    (tree / "broken.json").symlink_to(tree / "gone.json")
+    result = run_cli("import", tree.parent, "--db", db)
+    assert (result.exit_code, result.output) == (1, f"error: {tree / 'broken.json'}: cannot read: No such file or directory\n")
+    ok = run_cli("import", tree.parent, "--skip-invalid", "--db", db)
+    assert ok.exit_code == 0 and _counts(db) == (1, 0)
+
+
+def test_unparseable_provenance_is_kept_beside_extras(tmp_path, db):
+    write_json(tmp_path / "in.json", [dict(GOOD, provenance="notjson", extra=1)])
+    assert run_cli("import", tmp_path / "in.json", "--db", db).exit_code == 0
+    (prov,), = query(db, "SELECT provenance FROM compile_records")
+    assert json.loads(prov) == {"provenance": "notjson", "extra": 1}
+
+
+def test_same_sibling_record_under_two_hardware_folders_is_two_rows(tmp_path, db):
+    for hw in ("local_cpu", "local_gpu_X"):
+        write_json(tmp_path / "tree" / hw / "export_probe.json", [{"serialize_s": 1.0, "tag": "e"}])
+    assert run_cli("import", tmp_path / "tree", "--db", db).exit_code == 0
+    assert query(db, "SELECT hardware FROM instrument_records ORDER BY id") == [("local_cpu",), ("local_gpu_X",)]
 
 
 def test_skip_invalid_imports_the_rest_and_lists_skipped(tmp_path, db):
@@ -109,7 +140,8 @@ def test_export_json_reimports_without_duplicates_and_with_same_states(tmp_path,
     assert run_cli("import", out, "--db", fresh).exit_code == 0
     sql = "SELECT tag, cache_dir, compile_s, cache_state, cache_state_source, host_cpu_count, record_key FROM compile_records ORDER BY id"
     assert query(fresh, sql) == query(db, sql)
-    sql = "SELECT record_kind, record_json, record_key FROM instrument_records ORDER BY id"
+    # sibling records come back whole, plus the hardware they were filed under
+    sql = "SELECT record_kind, record_key, hardware, json_remove(record_json, '$.hardware') FROM instrument_records ORDER BY id"
     assert query(fresh, sql) == query(db, sql)
 
 
