@@ -74,9 +74,11 @@ def import_cmd(
     db: DbOpt = None,
 ) -> None:
     """Import legacy JSON results: all or nothing, and idempotent."""
-    from .db import open_for_write
-    from .importer import import_paths
+    from .db import database_exists, discard_if_new_and_empty, open_for_write
+    from .importer import find_json_files, import_paths
 
+    find_json_files(paths)  # a missing path fails before any database is made
+    existed = database_exists(db)
     engine = open_for_write(db)
 
     def progress(files):
@@ -86,7 +88,11 @@ def import_cmd(
         with typer.progressbar(files, label="reading", file=sys.stderr) as bar:
             yield from bar
 
-    summary = import_paths(engine, paths, skip_invalid=skip_invalid, progress=progress)
+    try:
+        summary = import_paths(engine, paths, skip_invalid=skip_invalid, progress=progress)
+    except BaseException:
+        discard_if_new_and_empty(engine, existed)
+        raise
     for msg in summary.skipped:
         typer.echo(f"skipped: {msg}", err=True)
     states = ", ".join(f"{s} {summary.by_state.get(s, 0)}" for s in ("cold", "warm", "none", "unknown"))
@@ -132,8 +138,11 @@ def export_cmd(
     content = render(open_for_read(db), fmt)
     if output is None:
         typer.echo(content, nl=False)
-    else:
+        return
+    try:
         write_atomically(output, content)
+    except OSError as exc:
+        raise LedgerError(f"cannot write {output}: {exc.strerror or exc}") from None
 
 
 from . import cli_db, cli_probe  # noqa: E402

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Annotated
 
 import typer
-from typing import Annotated
 
 from .cli_options import DbOpt
 from .errors import LedgerError
@@ -12,15 +12,34 @@ from .errors import LedgerError
 app = typer.Typer(help="Schema migrations (the same revisions `alembic` runs).", no_args_is_help=True)
 
 
+def _status(db: str | None, *, must_exist: bool):
+    """(url, revision, status) of the database, refusing the states no migration
+    should touch: a revision this ledger does not know, tables not made by it."""
+    from .db import file_url, make_engine, refusal, revision_status
+    from .dburl import sqlite_path
 
-def _existing_url(db: str | None) -> str:
-    from .dburl import resolve_db_url, sqlite_path
-
-    url = resolve_db_url(db)
+    url = file_url(db)
     path = sqlite_path(url)
-    if path is not None and not path.exists():
+    if must_exist and path is not None and not path.exists():
         raise LedgerError(f"no ledger database at {path}")
-    return url
+    engine = make_engine(url)
+    try:
+        rev, status = revision_status(engine, url)
+    finally:
+        engine.dispose()
+    if status in ("newer", "foreign"):
+        raise LedgerError(refusal(url, rev, status))
+    return url, rev, status
+
+
+def _now_at(url: str) -> str:
+    from .db import current_revision, make_engine
+
+    engine = make_engine(url)
+    try:
+        return current_revision(engine) or "base (empty)"
+    finally:
+        engine.dispose()
 
 
 @app.command("upgrade")
@@ -29,12 +48,11 @@ def upgrade_cmd(
     db: DbOpt = None,
 ) -> None:
     """Upgrade the schema (and run data migrations) to REVISION."""
-    from .db import current_revision, make_engine, upgrade
-    from .dburl import resolve_db_url
+    from .db import upgrade
 
-    url = resolve_db_url(db)
+    url, _, _ = _status(db, must_exist=False)
     upgrade(url, revision)
-    typer.echo(f"at revision {current_revision(make_engine(url))}")
+    typer.echo(f"at revision {_now_at(url)}")
 
 
 @app.command("downgrade")
@@ -43,26 +61,22 @@ def downgrade_cmd(
     db: DbOpt = None,
 ) -> None:
     """Downgrade the schema to REVISION."""
-    from .db import current_revision, downgrade, make_engine
+    from .db import downgrade
 
-    url = _existing_url(db)
+    url, _, _ = _status(db, must_exist=True)
     downgrade(url, revision)
-    typer.echo(f"at revision {current_revision(make_engine(url)) or 'base (empty)'}")
+    typer.echo(f"at revision {_now_at(url)}")
 
 
 @app.command("current")
 def current_cmd(db: DbOpt = None) -> None:
     """Print the database's revision and whether it is at head."""
-    from .db import current_revision, known_revisions, make_engine
+    from .db import REVISIONS
 
-    url = _existing_url(db)
-    rev = current_revision(make_engine(url))
-    known, head = known_revisions()
-    if rev is None:
+    _, rev, status = _status(db, must_exist=True)
+    if status == "empty":
         typer.echo("no revision (empty database)")
-    elif rev == head:
+    elif status == "head":
         typer.echo(f"{rev} (head)")
-    elif rev in known:
-        typer.echo(f"{rev} (head is {head}: run `ledger db upgrade`)")
     else:
-        raise LedgerError(f"revision {rev} is unknown to this ledger (its head is {head})")
+        typer.echo(f"{rev} (head is {REVISIONS[-1]}: run `ledger db upgrade`)")

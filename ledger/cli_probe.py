@@ -88,20 +88,26 @@ def probe_cmd(
 ) -> None:
     """Measure an objective under JAX transforms; one row per transform."""
     from probes import ProbeError, ProbeSpec, run_probe
+    from probes.orchestrate import validate
 
-    from .db import open_for_write
+    from .db import database_exists, discard_if_new_and_empty, open_for_write
     from .dburl import redact
     from .output import format_table
     from .store import add_compile_record
 
-    # Open (and gate) the database first: a database at an old revision should stop
-    # the probe before minutes of compiling, not after.
-    engine = open_for_write(db)
     spec = ProbeSpec(
         objective=objective, transforms=transforms, cache_dir=cache_dir, tag=tag, n_batch=n_batch,
         batch_size=batch_size, steady_calls=steady_calls, mixed_precision=mixed_precision,
         isolate=isolate, cold_warm=cold_warm,
     )
+    try:
+        validate(spec)  # bad flags fail before any database is made
+    except ProbeError as exc:
+        raise LedgerError(str(exc)) from None
+    # Open (and gate) the database before probing: a database at an old revision
+    # should stop the probe before minutes of compiling, not after.
+    existed = database_exists(db)
+    engine = open_for_write(db)
     rows: list[dict] = []
 
     def on_record(record: dict) -> None:
@@ -112,7 +118,11 @@ def probe_cmd(
         with Progress() as progress:
             outcome = run_probe(spec, on_record=on_record, on_progress=progress)
     except ProbeError as exc:
+        discard_if_new_and_empty(engine, existed)
         raise LedgerError(str(exc)) from None
+    except BaseException:
+        discard_if_new_and_empty(engine, existed)
+        raise
     table = [[_seconds(r.get(c)) if c.endswith("_s") else r.get(c) for c in SUMMARY_COLUMNS] for r in rows]
     typer.echo(format_table(SUMMARY_COLUMNS, table), nl=False)
     typer.echo(f"run {outcome.run_id}: {len(rows)} rows written to {redact(str(engine.url))}")

@@ -25,8 +25,9 @@ def make_engine(url: str) -> Engine:
         engine = create_engine(url)
     except ModuleNotFoundError as exc:
         raise LedgerError(f"no driver for {url.split(':', 1)[0]}: install the {exc.name} package") from None
-    except ArgumentError as exc:
-        raise LedgerError(f"not a database URL: {redact(url)} ({exc})") from None
+    except ArgumentError:
+        # not the exception's text: it quotes the URL, password and all
+        raise LedgerError(f"not a database URL: {redact(url)}") from None
     if engine.dialect.name == "sqlite":
 
         @event.listens_for(engine, "connect")
@@ -73,53 +74,96 @@ def current_revision(engine: Engine) -> str | None:
         return conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
 
 
-def _gate(engine: Engine, url: str, *, may_create: bool) -> None:
+def revision_status(engine: Engine, url: str) -> tuple[str | None, str]:
+    """(revision, status): status is head, older, newer (a revision this ledger does
+    not know), empty (no tables at all) or foreign (tables but no alembic_version)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
     known, head = known_revisions()
-    rev = current_revision(engine)
+    try:
+        rev = current_revision(engine)
+        if rev is None:
+            with engine.connect() as conn:
+                return None, ("foreign" if inspect(conn).get_table_names() else "empty")
+    except SQLAlchemyError as exc:
+        first = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+        raise LedgerError(f"cannot open {redact(url)}: {first}") from None
     if rev == head:
+        return rev, "head"
+    return rev, ("older" if rev in known else "newer")
+
+
+def refusal(url: str, rev: str | None, status: str) -> str:
+    """Why a command will not act on a database in this state."""
+    head = REVISIONS[-1]
+    return {
+        "empty": f"{redact(url)} is an empty database: nothing to read",
+        "foreign": f"{redact(url)} has tables but no alembic_version: not a ledger database "
+        "(one made by hand holding the legacy schema can be adopted with `alembic stamp 0001`)",
+        "newer": f"{redact(url)} is at revision {rev}, which this ledger does not know "
+        f"(its newest is {head}): it was written by a newer ledger; upgrade the ledger",
+        "older": f"{redact(url)} is at revision {rev}, this ledger needs {head}: "
+        "run `ledger db upgrade` (or `alembic upgrade head`) first",
+    }[status]
+
+
+def _gate(engine: Engine, url: str, *, may_create: bool) -> None:
+    rev, status = revision_status(engine, url)
+    if status == "head":
         return
-    if rev is None:
-        with engine.connect() as conn:
-            tables = inspect(conn).get_table_names()
-        if tables:
-            raise LedgerError(
-                f"{redact(url)} has tables but no alembic_version: not a ledger database "
-                "(or one made by hand; stamp it with `alembic stamp 0001` if it holds the legacy schema)"
-            )
-        if may_create:
-            upgrade(url, "head")
-            return
-        raise LedgerError(f"{redact(url)} is an empty database: nothing to read")
-    if rev not in known:
-        raise LedgerError(
-            f"{redact(url)} is at revision {rev}, which this ledger does not know "
-            f"(its newest is {head}): it was written by a newer ledger; upgrade the ledger"
-        )
-    if may_create:
-        raise LedgerError(
-            f"{redact(url)} is at revision {rev}, this ledger needs {head}: "
-            "run `ledger db upgrade` (or `alembic upgrade head`) first"
-        )
+    if status == "empty" and may_create:
+        upgrade(url, "head")
+        return
+    raise LedgerError(refusal(url, rev, status))
+
+
+def file_url(db: str | None) -> str:
+    """The resolved URL, refusing an in-memory SQLite database: every connection
+    would get its own, empty one, and it would vanish with the command."""
+    url = resolve_db_url(db)
+    if url.startswith("sqlite") and sqlite_path(url) is None:
+        raise LedgerError("an in-memory SQLite database vanishes with the command: give a file path")
+    return url
 
 
 def open_for_write(db: str | None) -> Engine:
     """An engine on a database at head; a new or empty one is brought to head first."""
-    url = resolve_db_url(db)
+    url = file_url(db)
     engine = make_engine(url)
     _gate(engine, url, may_create=True)
     return engine
 
 
-def open_for_read(db: str | None, *, need_head: bool = True) -> Engine:
-    """An engine on an existing ledger database; never creates or changes one."""
-    url = resolve_db_url(db)
+def open_for_read(db: str | None) -> Engine:
+    """An engine on an existing ledger database at head; never creates or changes one."""
+    url = file_url(db)
     path = sqlite_path(url)
     if path is not None and not path.exists():
         raise LedgerError(f"no ledger database at {path}")
     engine = make_engine(url)
-    if need_head:
-        _gate(engine, url, may_create=False)
+    _gate(engine, url, may_create=False)
     return engine
+
+
+def discard_if_new_and_empty(engine: Engine, existed: bool) -> None:
+    """After a failed command: a database file that command created, and that holds no
+    rows, is removed rather than left behind."""
+    path = sqlite_path(str(engine.url))
+    if existed or path is None:
+        return
+    try:
+        with engine.connect() as conn:
+            n = conn.execute(text("SELECT (SELECT count(*) FROM compile_records) + (SELECT count(*) FROM instrument_records)")).scalar()
+    except Exception:  # not even a schema: nothing of value in it
+        n = 0
+    engine.dispose()
+    if n == 0:
+        path.unlink(missing_ok=True)
+
+
+def database_exists(db: str | None) -> bool:
+    path = sqlite_path(resolve_db_url(db))
+    return path is None or path.exists()
 
 
 def upgrade(url: str, revision: str = "head") -> None:

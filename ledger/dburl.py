@@ -15,9 +15,15 @@ from .errors import LedgerError
 ENV_VAR = "LEDGER_DB"
 DEFAULT_PATH = "ledger.db"
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
-# scheme://user:password@host: a password typed on a command line ends up in shell
-# history and `ps`; it has to come from the environment instead.
-_PASSWORD_IN_URL = re.compile(r"^[^:/]+://[^/@:]*:[^/@]+@")
+# The user-info part of scheme://user:password@host/...: up to the LAST '@', since a
+# password may hold '@' or '/' (over-redacting an '@' in a database name is the safe
+# side). A password can also travel as a query parameter.
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*://[^:@]*):(.*)@")
+_QUERY_PASSWORD = re.compile(r"([?&](?:password|passwd|pwd)=)[^&]*", re.IGNORECASE)
+
+
+def has_password(url: str) -> bool:
+    return bool(_USERINFO.match(url) or _QUERY_PASSWORD.search(url))
 
 
 def is_url(value: str) -> bool:
@@ -26,27 +32,31 @@ def is_url(value: str) -> bool:
 
 def resolve_db_url(db: str | None = None, *, from_command_line: bool = True) -> str:
     """The SQLAlchemy URL for `db`, falling back to LEDGER_DB and ./ledger.db."""
-    if db and from_command_line and _PASSWORD_IN_URL.match(db):
+    if db and from_command_line and is_url(db) and has_password(db):
+        # typed on a command line, a password ends up in shell history and `ps`
         raise LedgerError(
             f"--db carries a password: put the URL in the {ENV_VAR} environment variable instead"
         )
     value = db or os.environ.get(ENV_VAR) or DEFAULT_PATH
     if is_url(value):
         return value
-    return "sqlite:///" + str(Path(value).expanduser().resolve())
+    from sqlalchemy.engine import URL
+
+    # URL.create escapes the path: a '?' or '#' in a file name stays in the name
+    path = str(Path(value).expanduser().resolve())
+    return URL.create("sqlite", database=path).render_as_string(hide_password=False)
 
 
 def sqlite_path(url: str) -> Path | None:
     """The file behind a sqlite URL, or None for other backends and in-memory DBs."""
     if not url.startswith("sqlite"):
         return None
-    rest = url.split("://", 1)[1]
-    if rest.startswith("/"):
-        rest = rest[1:]
-    rest = rest.split("?", 1)[0]
-    if rest in ("", ":memory:"):
+    from sqlalchemy.engine import make_url
+
+    database = make_url(url).database
+    if database in (None, "", ":memory:") or database.startswith("file:"):
         return None
-    return Path(rest)
+    return Path(database)
 
 
 def redact(url: str) -> str:
@@ -55,4 +65,4 @@ def redact(url: str) -> str:
     path = sqlite_path(url)
     if path is not None:
         return str(path)
-    return re.sub(r"^([^:/]+://[^/@:]*):[^/@]+@", r"\1:***@", url)
+    return _QUERY_PASSWORD.sub(r"\1***", _USERINFO.sub(r"\1:***@", url, count=1))

@@ -50,5 +50,11 @@ def format_csv(columns: Sequence[str], rows: Sequence[Sequence]) -> str:
     return buf.getvalue()
 
 
+def _json_default(value):
+    if isinstance(value, bytes):  # a BLOB: hex, as SQLite's hex() would show it
+        return value.hex()
+    return str(value)
+
+
 def format_json(columns: Sequence[str], rows: Sequence[Sequence]) -> str:
-    return json.dumps([dict(zip(columns, row)) for row in rows], indent=1) + "\n"
+    return json.dumps([dict(zip(columns, row)) for row in rows], indent=1, default=_json_default) + "\n"

@@ -15,10 +15,16 @@ from .errors import LedgerError
 
 READ_ONLY_MSG = "ledger sql is read-only: only SELECT, WITH ... SELECT, EXPLAIN and read-only PRAGMAs run"
 
+# PRAGMAs that read: those that take a table or index name, and those that are
+# reads only when given no value (PRAGMA user_version = 7 would write).
 _READ_PRAGMAS = {
     "table_info", "table_xinfo", "table_list", "index_list", "index_info", "index_xinfo",
     "foreign_key_list", "database_list", "collation_list", "function_list", "pragma_list",
     "compile_options",
+}
+_READ_PRAGMAS_WITHOUT_VALUE = {
+    "user_version", "schema_version", "application_id", "page_count", "page_size",
+    "freelist_count", "encoding", "foreign_keys", "journal_mode",
 }
 _ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
 
@@ -26,8 +32,10 @@ _ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION,
 def _authorizer(action, arg1, arg2, _db, _trigger):
     if action in _ALLOWED:
         return sqlite3.SQLITE_OK
-    if action == sqlite3.SQLITE_PRAGMA and arg1 and arg1.lower() in _READ_PRAGMAS:
-        return sqlite3.SQLITE_OK
+    if action == sqlite3.SQLITE_PRAGMA and arg1:
+        name = arg1.lower()
+        if name in _READ_PRAGMAS or (name in _READ_PRAGMAS_WITHOUT_VALUE and arg2 is None):
+            return sqlite3.SQLITE_OK
     if action == sqlite3.SQLITE_UPDATE and arg1 == "sqlite_master":
         # SQLite asks this of itself when a table-valued function (json_each) is
         # first used; a real write is still refused by mode=ro and query_only.
@@ -38,7 +46,15 @@ def _authorizer(action, arg1, arg2, _db, _trigger):
 def _sqlite_query(path, query: str):
     if not path.exists():
         raise LedgerError(f"no ledger database at {path}")
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    if not path.is_file():
+        raise LedgerError(f"{path} is not a database file")
+    try:
+        # as_uri() percent-encodes the path: a '#' or '?' in a file name must not
+        # end the path and drop mode=ro
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        con.execute("SELECT count(*) FROM sqlite_master")
+    except sqlite3.DatabaseError as exc:
+        raise LedgerError(f"cannot read {path}: {exc}") from None
     try:
         con.execute("PRAGMA query_only = ON")
         con.set_authorizer(_authorizer)

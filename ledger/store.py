@@ -6,23 +6,25 @@ the fourth transform keeps the first three.
 
 from __future__ import annotations
 
-from sqlalchemy import insert, text
+from sqlalchemy import insert
 from sqlalchemy.engine import Engine
 
-from .cache_rule import backfill_sql
+from .cache_rule import SOURCE_UNKNOWN
 from .errors import LedgerError
 from .models import compile_records
 from .records import RecordError, compile_row
 
 
 def add_compile_record(engine: Engine, record: dict) -> int:
-    """Insert one compile record (validated like an imported one); returns its id."""
+    """Insert one probe record (validated like an imported one); returns its id."""
+    if record.get("cache_state") is None:
+        # A probe states what it measured. No state means nothing was compiled (the
+        # transform failed first): unknown, and never the legacy tag rule, which
+        # would read "warm" into a tag like nightly_warm.
+        record = dict(record, cache_state="unknown", cache_state_source=SOURCE_UNKNOWN)
     try:
         row = compile_row(record)
     except RecordError as exc:
         raise LedgerError(f"probe produced an invalid record for {record.get('transform')!r}: {exc}") from None
     with engine.begin() as conn:
-        new_id = conn.execute(insert(compile_records).values(**row)).inserted_primary_key[0]
-        if row["cache_state"] is None:
-            conn.execute(text(backfill_sql(conn.dialect.name) + " AND id = :id"), {"id": new_id})
-    return new_id
+        return conn.execute(insert(compile_records).values(**row)).inserted_primary_key[0]

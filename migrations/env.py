@@ -9,9 +9,11 @@ at the revision it started from, data intact.
 from logging.config import fileConfig
 
 from alembic import context
+from alembic.util import CommandError
 
 from ledger.db import make_engine
 from ledger.dburl import resolve_db_url
+from ledger.errors import LedgerError
 
 config = context.config
 if config.config_file_name is not None and not config.attributes.get("url"):
@@ -22,7 +24,10 @@ def _url() -> str:
     if config.attributes.get("url"):
         return config.attributes["url"]
     # `alembic -x db=path upgrade head` is the command-line spelling of --db.
-    return resolve_db_url(context.get_x_argument(as_dictionary=True).get("db"))
+    try:
+        return resolve_db_url(context.get_x_argument(as_dictionary=True).get("db"))
+    except LedgerError as exc:  # alembic prints a CommandError as one FAILED line
+        raise CommandError(str(exc).replace("--db", "-x db")) from None
 
 
 def _configure(**kw) -> None:

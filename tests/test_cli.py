@@ -84,3 +84,60 @@ def test_plain_path_and_url_mean_the_same_file(db):
     db_at(db, "head")
     assert run_cli("import", CORPUS, "--db", f"sqlite:///{db}").exit_code == 0
     assert run_cli("sql", "SELECT count(*) FROM compile_records", "--db", db).output.endswith("89\n")
+
+
+def test_passwords_are_redacted_however_they_are_spelled(monkeypatch):
+    from ledger.dburl import has_password, redact
+
+    for url, secret in (("pg://u:se/cret@h/db", "se/cret"), ("pg://u:p@ss@h/db", "p@ss"),
+                        ("pg://h/db?password=s3cret&x=1", "s3cret")):
+        assert has_password(url) and secret not in redact(url)
+        result = run_cli("sql", "SELECT 1", "--db", url)
+        assert result.output.startswith("error: --db carries a password")
+        monkeypatch.setenv("LEDGER_DB", url)
+        result = run_cli("export")
+        assert result.exit_code == 1 and secret not in result.output
+    assert not has_password("postgresql://u@h:5432/db")
+
+
+def test_export_write_errors_are_one_line(tmp_path, db):
+    assert run_cli("import", CORPUS, "--db", db).exit_code == 0
+    result = run_cli("export", "-o", tmp_path / "missing" / "x.json", "--db", db)
+    assert result.exit_code == 1 and result.output.startswith(f"error: cannot write {tmp_path / 'missing' / 'x.json'}: ")
+    assert run_cli("export", "-o", tmp_path, "--db", db).exit_code == 1
+
+
+def test_export_of_an_older_database_says_upgrade(db):
+    db_at(db, "0003")
+    result = run_cli("export", "--db", db)
+    assert result.exit_code == 1 and "this ledger needs 0005: run `ledger db upgrade`" in result.output
+
+
+def test_db_commands_refuse_newer_and_foreign_databases(tmp_path, db):
+    import sqlite3
+
+    db_at(db, "head")
+    con = sqlite3.connect(db)
+    with con:
+        con.execute("UPDATE alembic_version SET version_num = '0099'")
+    con.close()
+    for args in (["db", "upgrade"], ["db", "downgrade", "0001"], ["db", "current"]):
+        result = run_cli(*args, "--db", db)
+        assert result.exit_code == 1 and "revision 0099, which this ledger does not know" in result.output
+    foreign = tmp_path / "foreign.db"
+    con = sqlite3.connect(foreign)
+    con.execute("CREATE TABLE compile_records (x)")
+    con.close()
+    for args in (["db", "upgrade"], ["db", "current"], ["import", CORPUS]):
+        result = run_cli(*args, "--db", foreign)
+        assert result.exit_code == 1 and "not a ledger database" in result.output and "alembic stamp 0001" in result.output
+
+
+def test_in_memory_and_unopenable_databases(tmp_path):
+    result = run_cli("import", CORPUS, "--db", "sqlite://")
+    assert result.output == "error: an in-memory SQLite database vanishes with the command: give a file path\n"
+    (tmp_path / "notes.db").write_text("hello, not sqlite")
+    result = run_cli("import", CORPUS, "--db", tmp_path / "notes.db")
+    assert result.exit_code == 1 and result.output.startswith(f"error: cannot open {tmp_path / 'notes.db'}: ")
+    result = run_cli("import", CORPUS, "--db", tmp_path / "no" / "such" / "dir.db")
+    assert result.exit_code == 1 and result.output.startswith(f"error: cannot open {tmp_path / 'no' / 'such' / 'dir.db'}: ")

@@ -108,6 +108,14 @@ def test_missing_path_is_one_line_error(tmp_path, db):
     result = run_cli("import", tmp_path / "nope", "--db", db)
     assert result.exit_code == 1
     assert result.output == f"error: {tmp_path / 'nope'}: no such file or directory\n"
+    assert not db.exists()
+
+
+def test_failed_import_into_an_existing_empty_ledger_keeps_it(tmp_path, db):
+    db_at(db, "head")
+    write_json(tmp_path / "bad.json", "[")
+    assert run_cli("import", tmp_path / "bad.json", "--db", db).exit_code == 1
+    assert db.exists() and _counts(db) == (0, 0)
 
 
 def test_host_state_is_flattened_and_extras_kept(tmp_path, db):
@@ -186,6 +194,6 @@ def test_parallel_readers_bad_file_writes_nothing(tmp_path, db, forked_readers):
     result = run_cli("import", tree.parent, "--db", db)
     assert result.exit_code == 1
     assert result.output == f"error: {tree / 'b.json'}: record 1: steady_s is not a number ('fast')\n"
-    assert _counts(db) == (0, 0)
+    assert not db.exists()  # the failed command's new, empty database is not left behind
     ok = run_cli("import", tree.parent, "--skip-invalid", "--db", db)
     assert ok.exit_code == 0 and _counts(db) == (52, 0)

@@ -85,7 +85,23 @@ def test_bad_objective_is_a_one_line_error_and_writes_nothing(db):
     assert result.exit_code == 1
     assert result.output.startswith("error: ") and len(result.output.strip().splitlines()) == 1
     assert "nope" in result.output
-    assert query(db, "SELECT count(*) FROM compile_records") == [(0,)]
+    assert not db.exists()  # checked before any database is made
+
+
+def test_failed_transform_row_is_unknown_never_read_from_its_tag(tmp_path, db):
+    (tmp_path / "userobj2.py").write_text(textwrap.dedent('''
+        import numpy as np
+        def broken(cell):
+            def fn(x):
+                raise ValueError("objective is broken")
+            return fn, np.ones(3, np.float32)
+    '''))
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    r = _probe("--objective", "userobj2:broken", "-t", "jit", "--cache-dir", tmp_path / "c",
+               "--tag", "nightly_warm", "--db", db, env=env)
+    assert r.returncode == 1
+    assert query(db, "SELECT status, cache_state, cache_state_source FROM compile_records") == [
+        ("failed", "unknown", "unknown")]
 
 
 def test_old_database_stops_the_probe_before_it_compiles(db):

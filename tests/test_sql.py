@@ -91,3 +91,25 @@ def test_sql_errors_are_one_line(loaded):
     result = run_cli("sql", "SELECT nope FROM compile_records", "--db", loaded)
     assert result.exit_code == 1 and result.output == "error: sql error: no such column: nope\n"
     assert run_cli("sql", "SELECT 1", "--csv", "--json", "--db", loaded).output == "error: choose one of --csv and --json\n"
+
+
+def test_path_with_uri_characters_is_opened_read_only(tmp_path):
+    odd = tmp_path / "a#b?c%41.db"
+    assert run_cli("import", CORPUS, "--db", odd).exit_code == 0
+    before = _digest(odd)
+    result = run_cli("sql", "SELECT count(*) FROM compile_records", "--csv", "--db", odd)
+    assert (result.exit_code, result.output) == (0, "count(*)\n89\n")
+    assert run_cli("sql", "DELETE FROM compile_records", "--db", odd).exit_code == 1
+    assert _digest(odd) == before and sorted(p.name for p in tmp_path.iterdir()) == ["a#b?c%41.db"]
+
+
+def test_not_a_database_is_one_line(tmp_path):
+    (tmp_path / "notes.db").write_text("hello")
+    result = run_cli("sql", "SELECT 1", "--db", tmp_path / "notes.db")
+    assert result.exit_code == 1 and result.output.startswith(f"error: cannot read {tmp_path / 'notes.db'}: ")
+    assert run_cli("sql", "SELECT 1", "--db", tmp_path).output == f"error: {tmp_path} is not a database file\n"
+
+
+def test_blobs_in_json_output_and_read_pragmas(loaded):
+    assert json.loads(run_cli("sql", "SELECT x'00ff' AS b", "--json", "--db", loaded).output) == [{"b": "00ff"}]
+    assert run_cli("sql", "PRAGMA user_version", "--csv", "--db", loaded).output == "user_version\n0\n"
