@@ -56,5 +56,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    # base is an empty database: nothing kept aside for upgrades outlives it
+    op.execute("DROP TABLE IF EXISTS _ledger_stash_0002")
+    op.execute("DROP TABLE IF EXISTS _ledger_stash_0004")
     op.drop_table("instrument_records")
     op.drop_table("compile_records")

@@ -13,6 +13,14 @@ Revises: 0001
 import sqlalchemy as sa
 from alembic import op
 
+from ledger.stash import any_set, restore, stash
+
+# Kept aside by a downgrade below this revision: states the 0003 backfill could not
+# recompute (measured, recorded), and host state. record_key is not kept: the next
+# import recomputes missing keys from the content.
+STASH = "_ledger_stash_0002"
+KEPT = ["cache_state", "cache_state_source", "host_cpu_count", "host_load_avg_1m"]
+
 revision = "0002"
 down_revision = "0001"
 branch_labels = None
@@ -40,9 +48,11 @@ def upgrade() -> None:
     with op.batch_alter_table("instrument_records") as batch:
         batch.add_column(sa.Column("record_key", sa.BigInteger))
     _unique_key_index("ux_instrument_records_record_key", "instrument_records")
+    restore("compile_records", STASH, KEPT)
 
 
 def downgrade() -> None:
+    stash("compile_records", STASH, KEPT, any_set(KEPT))
     op.drop_index("ux_instrument_records_record_key", "instrument_records")
     with op.batch_alter_table("instrument_records") as batch:
         batch.drop_column("record_key")

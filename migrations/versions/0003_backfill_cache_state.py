@@ -15,15 +15,13 @@ Revises: 0002
 
 from alembic import op
 
-from ledger.cache_rule import backfill_sql
+from ledger.cache_rule import backfill_sql, state_sql
 
 revision = "0003"
 down_revision = "0002"
 branch_labels = None
 depends_on = None
 
-# The sources this revision writes; measured or recorded states are not its to undo.
-_BACKFILLED = ("empty_cache_dir", "tag", "unknown")
 
 
 def upgrade() -> None:
@@ -31,7 +29,12 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    # Clear exactly the states the upgrade would write back the same: a backfill
+    # source and the state the rule gives. Anything else (measured, recorded, or a
+    # probe's unknown on a tag that reads "warm") stays, so down-and-up is lossless.
+    dialect = op.get_bind().dialect.name
     op.execute(
         "UPDATE compile_records SET cache_state = NULL, cache_state_source = NULL "
-        "WHERE cache_state_source IN ('empty_cache_dir', 'tag', 'unknown')"
+        "WHERE cache_state_source IN ('empty_cache_dir', 'tag', 'unknown') "
+        f"AND cache_state = {state_sql(dialect)}"
     )

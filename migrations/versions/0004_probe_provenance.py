@@ -11,6 +11,8 @@ Revises: 0003
 import sqlalchemy as sa
 from alembic import op
 
+from ledger.stash import any_set, restore, stash
+
 revision = "0004"
 down_revision = "0003"
 branch_labels = None
@@ -63,9 +65,19 @@ def upgrade() -> None:
         batch.add_column(sa.Column("status", sa.Text, nullable=False, server_default="ok"))
         for name, type_ in COLUMNS:
             batch.add_column(sa.Column(name, type_))
+    # what a downgrade below this revision kept aside (ledger/stash.py)
+    restore("compile_records", STASH, ["record_kind", "status", *NAMES])
+
+
+STASH = "_ledger_stash_0004"
+NAMES = [name for name, _ in COLUMNS]
 
 
 def downgrade() -> None:
+    stash(
+        "compile_records", STASH, ["record_kind", "status", *NAMES],
+        f"record_kind <> 'compile' OR status <> 'ok' OR {any_set(NAMES)}",
+    )
     with op.batch_alter_table("compile_records") as batch:
         for name, _ in reversed(COLUMNS):
             batch.drop_column(name)
