@@ -7,6 +7,7 @@ jax is imported by probes/ when the probe runs, never at CLI start.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -125,7 +126,10 @@ def probe_cmd(
         raise
     table = [[_seconds(r.get(c)) if c.endswith("_s") else r.get(c) for c in SUMMARY_COLUMNS] for r in rows]
     typer.echo(format_table(SUMMARY_COLUMNS, table), nl=False)
-    typer.echo(f"run {outcome.run_id}: {len(rows)} rows written to {redact(str(engine.url))}")
+    where = redact(str(engine.url))
+    if os.path.isabs(where) and os.path.commonpath([where, os.getcwd()]) == os.getcwd():
+        where = os.path.join(".", os.path.relpath(where))
+    typer.echo(f"run {outcome.run_id}: {len(rows)} rows written to {where}")
     if outcome.failed:
         failed = ", ".join(f"{r['transform']} ({(r.get('error') or '').splitlines()[0][:120]})" for r in outcome.failures)
         raise LedgerError(f"{len(outcome.failures)} transform(s) failed: {failed}")

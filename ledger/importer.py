@@ -30,6 +30,7 @@ from .records import (
     compile_row,
     instrument_row,
     is_compile_record,
+    json_text_is_plain,
     legacy_rows_fast,
     plain_legacy,
 )
@@ -120,7 +121,7 @@ def read_file(path: Path, batch: _Batch, skipped: list[str] | None) -> int:
     if all(type(rec) is dict for rec in data):
         plain = [rec for rec in data if is_compile_record(rec) and plain_legacy(rec)]
         if len(plain) == len(data):
-            fast = legacy_rows_fast(plain, default_hardware=hardware)
+            fast = legacy_rows_fast(plain, default_hardware=hardware, text_checked=json_text_is_plain(text))
             if fast is not None:
                 batch.fast_rows.extend(fast)
                 return len(data)

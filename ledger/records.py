@@ -12,6 +12,7 @@ import json
 import math
 import operator
 import pickle
+import re
 from typing import Any
 
 from .cache_rule import CACHE_STATE_SOURCES, CACHE_STATES, SOURCE_RECORDED
@@ -228,16 +229,30 @@ FAST_COLUMNS = (*_LEGACY_NAMES, "record_key")
 _COLUMN = [operator.itemgetter(i) for i in range(len(_LEGACY_NAMES))]
 
 
+_SUSPECT_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
+
+
+def json_text_is_plain(text: str) -> bool:
+    """True when no string in this JSON text can hold a NUL or a lone surrogate: JSON
+    carries those only as \\u0000 or \\uD8xx-\\uDFxx escapes (raw control characters
+    are invalid JSON, raw surrogates invalid UTF-8). One regex over the file instead
+    of a check per string."""
+    return _SUSPECT_ESCAPE.search(text) is None
+
+
 def plain_legacy(rec: dict) -> bool:
     """True for a record of legacy fields only: eligible for legacy_rows_fast()."""
     return rec.keys() <= _LEGACY_SET
 
 
-def legacy_rows_fast(records: list[dict], *, default_hardware: str | None = None) -> list[tuple] | None:
+def legacy_rows_fast(
+    records: list[dict], *, default_hardware: str | None = None, text_checked: bool = False
+) -> list[tuple] | None:
     """Rows (in FAST_COLUMNS order) for records that hold legacy fields only, with
     the same checks, normalization and keys as compile_row(), done a column at a
     time with C-level builtins. None when some value needs compile_row() (to be
-    converted, or to be reported with its record index)."""
+    converted, or to be reported with its record index). `text_checked`: the caller
+    knows every string is storable (see json_text_is_plain)."""
     if not records:
         return []
     full = len(_LEGACY_SET)
@@ -246,22 +261,23 @@ def legacy_rows_fast(records: list[dict], *, default_hardware: str | None = None
         types = set(map(type, map(_COLUMN[i], tuples)))
         if not types <= _OK_TYPES[kind]:
             return None
-        present = [v for v in map(_COLUMN[i], tuples) if v is not None]
-        if not present:
-            continue
-        if kind is float:
+        if kind is str:
+            if not text_checked and not text_ok("\x01".join(filter(None, map(_COLUMN[i], tuples)))):
+                return None
+        elif kind is float or kind is int:
+            present = [v for v in map(_COLUMN[i], tuples) if v is not None]
+            if not present:
+                continue
             try:
+                if kind is int:
+                    if min(present) < INT64[0] or max(present) > INT64[1]:
+                        return None
+                    continue
                 if not all(map(math.isfinite, present)):
                     return None
                 if int in types:
                     tuples = [t[:i] + (float(t[i]),) + t[i + 1:] if type(t[i]) is int else t for t in tuples]
             except OverflowError:  # an int too large for a float
-                return None
-        elif kind is int:
-            if min(present) < INT64[0] or max(present) > INT64[1]:
-                return None
-        elif kind is str:
-            if not text_ok("\x01".join(present)):
                 return None
     if default_hardware is not None:
         h = _LEGACY_NAMES.index("hardware")
