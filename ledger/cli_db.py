@@ -42,17 +42,21 @@ def _now_at(url: str) -> str:
         engine.dispose()
 
 
+def _migrate(direction: str, revision: str, db: str | None) -> None:
+    from . import db as ledger_db
+
+    url, _, _ = _status(db, must_exist=direction == "downgrade")  # upgrade may create
+    getattr(ledger_db, direction)(url, revision)
+    typer.echo(f"at revision {_now_at(url)}")
+
+
 @app.command("upgrade")
 def upgrade_cmd(
     revision: Annotated[str, typer.Argument(help="Target revision.")] = "head",
     db: DbOpt = None,
 ) -> None:
     """Upgrade the schema (and run data migrations) to REVISION."""
-    from .db import upgrade
-
-    url, _, _ = _status(db, must_exist=False)
-    upgrade(url, revision)
-    typer.echo(f"at revision {_now_at(url)}")
+    _migrate("upgrade", revision, db)
 
 
 @app.command("downgrade")
@@ -60,12 +64,8 @@ def downgrade_cmd(
     revision: Annotated[str, typer.Argument(help="Target revision, e.g. 0001, or base.")],
     db: DbOpt = None,
 ) -> None:
-    """Downgrade the schema to REVISION."""
-    from .db import downgrade
-
-    url, _, _ = _status(db, must_exist=True)
-    downgrade(url, revision)
-    typer.echo(f"at revision {_now_at(url)}")
+    """Downgrade the schema to REVISION (lossless: see the README)."""
+    _migrate("downgrade", revision, db)
 
 
 @app.command("current")
