@@ -1,9 +1,10 @@
 """`ledger import`: legacy results trees and single JSON files into the ledger.
 
-All or nothing: every file is read and every record checked before the first row is
-written, and the rows go in inside one transaction. Idempotent: rows carry a content
-key and a key already present is skipped. Compile records without a recorded
-cache_state get it from the very UPDATE the 0003 data migration runs.
+All or nothing: the rows go in inside one transaction, file by file as they are
+checked, and the first bad file or record (in file order) rolls all of it back.
+Idempotent: rows carry a content key and a key already present is skipped. Compile
+records without a recorded cache_state get it from the very UPDATE the 0003 data
+migration runs.
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ def read_file(path: Path, batch: _Batch, skipped: list[str] | None) -> int:
         return 0
     try:
         data = json.loads(text)
-    except ValueError as exc:  # JSONDecodeError, and RecursionError-free ValueErrors
+    except ValueError as exc:  # json.JSONDecodeError
         bad(f"{path}: invalid JSON: {exc}")
         return 0
     except RecursionError:
@@ -191,10 +192,17 @@ def _insert_part(conn: Connection, part: _Batch, summary: ImportSummary) -> None
     summary.duplicates += len(part)
 
 
-def _backfill_since(conn: Connection, max_id: int, summary: ImportSummary) -> None:
+def _max_id(conn: Connection) -> int:
+    return conn.execute(select(func.coalesce(func.max(compile_records.c.id), 0))).scalar()
+
+
+def _backfill_since(conn: Connection, max_id: int) -> None:
     # Only the rows just added: the rule never touches a row that has a state, and
     # on a big ledger a full-table WHERE cache_state IS NULL would be a full scan.
     conn.execute(text(backfill_sql(conn.dialect.name) + " AND id > :max_id"), {"max_id": max_id})
+
+
+def _count_states_since(conn: Connection, max_id: int, summary: ImportSummary) -> None:
     states = conn.execute(
         select(compile_records.c.cache_state, func.count())
         .where(compile_records.c.id > max_id)
@@ -255,11 +263,14 @@ def import_paths(
     engine.dispose()  # no open database connection may cross into forked readers
     with _reading(files, skip_invalid, progress) as parts, engine.begin() as conn:
         _fill_missing_keys(conn)
-        max_id = conn.execute(select(func.coalesce(func.max(compile_records.c.id), 0))).scalar()
+        first_id = _max_id(conn)
         for part, skipped, count in parts:
             summary.records += count
             summary.skipped.extend(skipped)
+            since = _max_id(conn)
             _insert_part(conn, part, summary)
-        _backfill_since(conn, max_id, summary)
+            # per part, so the UPDATE overlaps the readers still parsing later files
+            _backfill_since(conn, since)
+        _count_states_since(conn, first_id, summary)
     summary.duplicates -= summary.added_compile + summary.added_instrument
     return summary
