@@ -18,7 +18,7 @@ from typer.core import TyperGroup
 from typing import Annotated
 
 from .cli_options import DbOpt
-from .errors import LedgerError
+from .errors import LedgerError, first_line
 
 _TRACEBACK = "ledger.traceback"
 
@@ -30,8 +30,7 @@ def _as_ledger_error(exc: Exception) -> LedgerError | None:
     if module.startswith("sqlalchemy"):
         from .dburl import redact
 
-        first = str(getattr(exc, "orig", None) or exc).splitlines()[0]
-        return LedgerError(f"database error: {redact(first)}")
+        return LedgerError(f"database error: {redact(first_line(exc))}")
     if module.startswith("alembic") and type(exc).__name__ == "CommandError":
         return LedgerError(f"migration error: {exc}")
     return None
@@ -74,12 +73,10 @@ def import_cmd(
     db: DbOpt = None,
 ) -> None:
     """Import legacy JSON results: all or nothing, and idempotent."""
-    from .db import database_exists, discard_if_new_and_empty, open_for_write
+    from .db import writing
     from .importer import find_json_files, import_paths
 
     find_json_files(paths)  # a missing path fails before any database is made
-    existed = database_exists(db)
-    engine = open_for_write(db)
 
     def progress(files):
         if not sys.stderr.isatty():
@@ -88,11 +85,8 @@ def import_cmd(
         with typer.progressbar(files, label="reading", file=sys.stderr) as bar:
             yield from bar
 
-    try:
+    with writing(db) as engine:
         summary = import_paths(engine, paths, skip_invalid=skip_invalid, progress=progress)
-    except BaseException:
-        discard_if_new_and_empty(engine, existed)
-        raise
     for msg in summary.skipped:
         typer.echo(f"skipped: {msg}", err=True)
     states = ", ".join(f"{s} {summary.by_state.get(s, 0)}" for s in ("cold", "warm", "none", "unknown"))

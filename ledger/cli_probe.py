@@ -91,7 +91,7 @@ def probe_cmd(
     from probes import ProbeError, ProbeSpec, run_probe
     from probes.orchestrate import validate
 
-    from .db import database_exists, discard_if_new_and_empty, open_for_write
+    from .db import writing
     from .dburl import redact
     from .output import format_table
     from .store import add_compile_record
@@ -107,23 +107,18 @@ def probe_cmd(
         raise LedgerError(str(exc)) from None
     # Open (and gate) the database before probing: a database at an old revision
     # should stop the probe before minutes of compiling, not after.
-    existed = database_exists(db)
-    engine = open_for_write(db)
     rows: list[dict] = []
+    with writing(db) as engine:
 
-    def on_record(record: dict) -> None:
-        add_compile_record(engine, record)  # committed now: a later crash keeps it
-        rows.append(record)
+        def on_record(record: dict) -> None:
+            add_compile_record(engine, record)  # committed now: a later crash keeps it
+            rows.append(record)
 
-    try:
-        with Progress() as progress:
-            outcome = run_probe(spec, on_record=on_record, on_progress=progress)
-    except ProbeError as exc:
-        discard_if_new_and_empty(engine, existed)
-        raise LedgerError(str(exc)) from None
-    except BaseException:
-        discard_if_new_and_empty(engine, existed)
-        raise
+        try:
+            with Progress() as progress:
+                outcome = run_probe(spec, on_record=on_record, on_progress=progress)
+        except ProbeError as exc:
+            raise LedgerError(str(exc)) from None
     table = [[_seconds(r.get(c)) if c.endswith("_s") else r.get(c) for c in SUMMARY_COLUMNS] for r in rows]
     typer.echo(format_table(SUMMARY_COLUMNS, table), nl=False)
     where = redact(str(engine.url))

@@ -8,14 +8,16 @@ makes DDL transactional: a failed upgrade rolls back to where it started.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from sqlalchemy import create_engine, event, inspect, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import ArgumentError
 
 from .dburl import redact, resolve_db_url, sqlite_path
-from .errors import LedgerError
+from .errors import LedgerError, first_line
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
 
@@ -63,10 +65,6 @@ def alembic_config(url: str):
 REVISIONS = ("0001", "0002", "0003", "0004", "0005")
 
 
-def known_revisions() -> tuple[set[str], str]:
-    return set(REVISIONS), REVISIONS[-1]
-
-
 def current_revision(engine: Engine) -> str | None:
     with engine.connect() as conn:
         if not inspect(conn).has_table("alembic_version"):
@@ -79,18 +77,16 @@ def revision_status(engine: Engine, url: str) -> tuple[str | None, str]:
     not know), empty (no tables at all) or foreign (tables but no alembic_version)."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    known, head = known_revisions()
     try:
         rev = current_revision(engine)
         if rev is None:
             with engine.connect() as conn:
                 return None, ("foreign" if inspect(conn).get_table_names() else "empty")
     except SQLAlchemyError as exc:
-        first = str(getattr(exc, "orig", None) or exc).splitlines()[0]
-        raise LedgerError(f"cannot open {redact(url)}: {first}") from None
-    if rev == head:
+        raise LedgerError(f"cannot open {redact(url)}: {first_line(exc)}") from None
+    if rev == REVISIONS[-1]:
         return rev, "head"
-    return rev, ("older" if rev in known else "newer")
+    return rev, ("older" if rev in REVISIONS else "newer")
 
 
 def refusal(url: str, rev: str | None, status: str) -> str:
@@ -145,12 +141,22 @@ def open_for_read(db: str | None) -> Engine:
     return engine
 
 
-def discard_if_new_and_empty(engine: Engine, existed: bool) -> None:
-    """After a failed command: a database file that command created, and that holds no
-    rows, is removed rather than left behind."""
-    path = sqlite_path(str(engine.url))
-    if existed or path is None:
-        return
+@contextmanager
+def writing(db: str | None) -> Iterator[Engine]:
+    """open_for_write() for one command. If the command fails, a database file it
+    created and that holds no rows is removed rather than left behind."""
+    path = sqlite_path(file_url(db))
+    existed = path is None or path.exists()
+    engine = open_for_write(db)
+    try:
+        yield engine
+    except BaseException:
+        if not existed:
+            _remove_if_empty(engine, path)
+        raise
+
+
+def _remove_if_empty(engine: Engine, path: Path) -> None:
     try:
         with engine.connect() as conn:
             n = conn.execute(text("SELECT (SELECT count(*) FROM compile_records) + (SELECT count(*) FROM instrument_records)")).scalar()
@@ -159,11 +165,6 @@ def discard_if_new_and_empty(engine: Engine, existed: bool) -> None:
     engine.dispose()
     if n == 0:
         path.unlink(missing_ok=True)
-
-
-def database_exists(db: str | None) -> bool:
-    path = sqlite_path(resolve_db_url(db))
-    return path is None or path.exists()
 
 
 def upgrade(url: str, revision: str = "head") -> None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from .dburl import redact, resolve_db_url, sqlite_path
-from .errors import LedgerError
+from .dburl import redact, sqlite_path
+from .errors import LedgerError, first_line
 
 READ_ONLY_MSG = "ledger sql is read-only: only SELECT, WITH ... SELECT, EXPLAIN and read-only PRAGMAs run"
 
@@ -90,7 +90,7 @@ def _generic_query(url: str, query: str):
                 columns = list(result.keys()) if result.returns_rows else []
                 rows = [tuple(r) for r in result] if result.returns_rows else []
             except SQLAlchemyError as exc:
-                msg = str(getattr(exc, "orig", exc)).splitlines()[0]
+                msg = first_line(exc)
                 if "read-only" in msg:
                     raise LedgerError(READ_ONLY_MSG) from None
                 raise LedgerError(f"sql error: {msg}") from None
@@ -98,7 +98,7 @@ def _generic_query(url: str, query: str):
                 conn.rollback()
         return columns, rows
     except SQLAlchemyError as exc:
-        raise LedgerError(f"cannot query {redact(url)}: {str(exc).splitlines()[0]}") from None
+        raise LedgerError(f"cannot query {redact(url)}: {first_line(exc)}") from None
     finally:
         engine.dispose()
 
@@ -107,10 +107,10 @@ def run_query(db: str | None, query: str) -> tuple[list[str], list[tuple]]:
     """Columns and rows of one read-only statement."""
     if not query.strip():
         raise LedgerError("empty query")
-    url = resolve_db_url(db)
+    from .db import file_url
+
+    url = file_url(db)  # refuses in-memory SQLite, as every command does
     path = sqlite_path(url)
     if path is not None:
         return _sqlite_query(path, query)
-    if url.startswith("sqlite"):
-        raise LedgerError("ledger sql needs a database file, not an in-memory database")
     return _generic_query(url, query)
