@@ -197,3 +197,13 @@ def test_parallel_readers_bad_file_writes_nothing(tmp_path, db, forked_readers):
     assert not db.exists()  # the failed command's new, empty database is not left behind
     ok = run_cli("import", tree.parent, "--skip-invalid", "--db", db)
     assert ok.exit_code == 0 and _counts(db) == (52, 0)
+
+
+def test_fast_path_and_record_by_record_path_build_the_same_rows():
+    from ledger.records import FAST_COLUMNS, compile_row, legacy_rows_fast
+
+    recs = compile_records_of_corpus() + [dict(GOOD, compile_s=18, tag="int-timing")]
+    recs.append({k: v for k, v in GOOD.items() if k != "hardware"})
+    fast = legacy_rows_fast(recs, default_hardware="local_cpu")
+    slow = [compile_row(r, default_hardware="local_cpu") for r in recs]
+    assert fast == [tuple(row.get(c) for c in FAST_COLUMNS) for row in slow]
