@@ -20,8 +20,8 @@ from _common import BIN, legacy_records, verdict  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from ledger.cache_rule import state_sql  # noqa: E402
-from ledger.models import LEGACY_FIELDS  # noqa: E402
+from ledger.legacy.cache_rule import state_sql  # noqa: E402
+from ledger.record import LEGACY_FIELDS  # noqa: E402
 
 
 def build(path: Path, n: int) -> None:

@@ -23,7 +23,7 @@ from _common import BIN, legacy_records, verdict  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from ledger.models import LEGACY_FIELDS  # noqa: E402
+from ledger.record import LEGACY_FIELDS  # noqa: E402
 
 RUNS = 7
 

@@ -11,8 +11,8 @@ from logging.config import fileConfig
 from alembic import context
 from alembic.util import CommandError
 
-from ledger.db import make_engine
-from ledger.dburl import resolve_db_url
+from ledger.storage.engine import make_engine
+from ledger.storage.url import resolve_db_url
 from ledger.errors import LedgerError
 
 config = context.config
@@ -47,6 +47,12 @@ def run_offline() -> None:
 
 
 def run_online() -> None:
+    given = config.attributes.get("connection")
+    if given is not None:  # `ledger` passes the connection it opened
+        _configure(connection=given)
+        with context.begin_transaction():
+            context.run_migrations()
+        return
     engine = make_engine(_url())
     try:
         with engine.connect() as connection:

@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ledger.cli import app
-from ledger.db import upgrade
-from ledger.models import LEGACY_FIELDS
+from ledger.storage.open import open_ledger
+from ledger.record import LEGACY_FIELDS
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CORPUS = FIXTURES / "legacy-results"
@@ -57,9 +57,15 @@ def insert_legacy(path: Path, records: list[dict]) -> None:
     con.close()
 
 
-def db_at(path: Path, revision: str) -> Path:
-    upgrade("sqlite:///" + str(path), revision)
+def migrate(path: Path, direction: str, revision: str) -> Path:
+    """Move the database at `path` along the real revision chain."""
+    with open_ledger(str(path), "migrate", create=True) as ledger:
+        ledger.migrate(direction, revision)
     return path
+
+
+def db_at(path: Path, revision: str) -> Path:
+    return migrate(path, "upgrade", revision)
 
 
 def query(path: Path, sql: str, params=()) -> list[tuple]:

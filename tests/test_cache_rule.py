@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ledger.cache_rule import classify_legacy
+from ledger.legacy.cache_rule import classify_legacy
 
 from .conftest import db_at, insert_legacy, query, run_cli, write_json
 

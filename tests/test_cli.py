@@ -87,7 +87,7 @@ def test_plain_path_and_url_mean_the_same_file(db):
 
 
 def test_passwords_are_redacted_however_they_are_spelled(monkeypatch):
-    from ledger.dburl import has_password, redact
+    from ledger.storage.url import has_password, redact
 
     for url, secret in (("pg://u:se/cret@h/db", "se/cret"), ("pg://u:p@ss@h/db", "p@ss"),
                         ("pg://h/db?password=s3cret&x=1", "s3cret")):

@@ -170,17 +170,17 @@ def test_export_unknown_format(db):
 @pytest.fixture
 def forked_readers(monkeypatch):
     """Large imports read files in forked processes; make every import take that path."""
-    import ledger.importer
+    import ledger.legacy.importer
 
-    monkeypatch.setattr(ledger.importer, "PARALLEL_BYTES", 0)
+    monkeypatch.setattr(ledger.legacy.importer, "PARALLEL_BYTES", 0)
 
 
 def test_parallel_readers_give_the_same_rows(tmp_path, forked_readers):
     serial, parallel = tmp_path / "s.db", tmp_path / "p.db"
-    import ledger.importer
+    import ledger.legacy.importer
 
     assert run_cli("import", CORPUS, "--db", parallel).exit_code == 0
-    ledger.importer.PARALLEL_BYTES = 1 << 40
+    ledger.legacy.importer.PARALLEL_BYTES = 1 << 40
     assert run_cli("import", CORPUS, "--db", serial).exit_code == 0
     sql = "SELECT record_key, tag, cache_state, cache_state_source FROM compile_records ORDER BY id"
     assert query(parallel, sql) == query(serial, sql) and len(query(serial, sql)) == 89
@@ -200,7 +200,7 @@ def test_parallel_readers_bad_file_writes_nothing(tmp_path, db, forked_readers):
 
 
 def test_fast_path_and_record_by_record_path_build_the_same_rows():
-    from ledger.records import FAST_COLUMNS, compile_row, legacy_rows_fast
+    from ledger.storage.rows import FAST_COLUMNS, compile_row, legacy_rows_fast
 
     recs = compile_records_of_corpus() + [dict(GOOD, compile_s=18, tag="int-timing")]
     recs.append({k: v for k, v in GOOD.items() if k != "hardware"})

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, inspect
 
-from ledger.models import metadata
+from ledger.storage.models import metadata
 
-from .conftest import CORPUS, compile_records_of_corpus, corpus_records, db_at, insert_legacy, query, run_cli
+from .conftest import CORPUS, compile_records_of_corpus, corpus_records, db_at, insert_legacy, migrate, query, run_cli
 
 REPO = Path(__file__).resolve().parent.parent
 ALL_COLUMNS = "SELECT * FROM compile_records ORDER BY id"
@@ -66,9 +66,8 @@ def test_head_down_to_0001_and_back_keeps_rows_and_states(db):
     _corpus_via_migration(db)
     before = query(db, "SELECT id, tag, cache_dir, compile_s, cache_state, cache_state_source FROM compile_records ORDER BY id")
     db_at(db, "head")
-    from ledger.db import downgrade
 
-    downgrade(f"sqlite:///{db}", "0001")
+    migrate(db, "downgrade", "0001")
     assert query(db, "SELECT version_num FROM alembic_version") == [("0001",)]
     cols = {r[1] for r in query(db, "PRAGMA table_info(compile_records)")}
     assert "cache_state" not in cols and len(query(db, "SELECT id FROM compile_records")) == 89
@@ -81,9 +80,8 @@ def test_head_down_to_0001_and_back_keeps_rows_and_states(db):
 def test_each_step_down_and_up(db, step):
     _corpus_via_migration(db)
     before = query(db, ALL_COLUMNS)
-    from ledger.db import downgrade
 
-    downgrade(f"sqlite:///{db}", step)
+    migrate(db, "downgrade", step)
     db_at(db, "head")
     assert query(db, ALL_COLUMNS) == before
 
@@ -96,9 +94,8 @@ def test_backfill_downgrade_keeps_measured_states(db):
         con.execute("INSERT INTO compile_records (tag, cache_dir) VALUES ('y-cold', '/c')")
     con.close()
     db_at(db, "head")  # nothing to do at head: the plain-inserted row stays NULL
-    from ledger.db import downgrade
 
-    downgrade(f"sqlite:///{db}", "0002")
+    migrate(db, "downgrade", "0002")
     db_at(db, "head")
     assert query(db, "SELECT tag, cache_state, cache_state_source FROM compile_records ORDER BY id") == [
         ("x", "warm", "measured_events"), ("y-cold", "cold", "tag")
@@ -187,9 +184,10 @@ def test_read_commands_never_create_a_database(db):
 def test_revision_list_matches_the_chain():
     from alembic.script import ScriptDirectory
 
-    from ledger.db import MIGRATIONS_DIR, REVISIONS
+    from ledger.storage.migrate import alembic_config
+    from ledger.storage.revisions import REVISIONS
 
-    script = ScriptDirectory(str(MIGRATIONS_DIR))
+    script = ScriptDirectory.from_config(alembic_config("sqlite:///unused.db"))
     chain = [s.revision for s in script.walk_revisions()][::-1]
     assert tuple(chain) == REVISIONS
     assert script.get_current_head() == REVISIONS[-1]
@@ -216,9 +214,8 @@ def test_head_to_0001_and_back_keeps_measured_states_and_probe_columns(db):
     everything = "SELECT * FROM compile_records ORDER BY id"
     cols = [r[1] for r in query(db, "PRAGMA table_info(compile_records)")]
     before = [dict(zip(cols, r)) for r in query(db, everything)]
-    from ledger.db import downgrade
 
-    downgrade(f"sqlite:///{db}", "0001")
+    migrate(db, "downgrade", "0001")
     assert {r[0] for r in query(db, "SELECT name FROM sqlite_master WHERE name LIKE '_ledger_stash%'")} == {
         "_ledger_stash_0002", "_ledger_stash_0004"}
     db_at(db, "head")
@@ -233,9 +230,8 @@ def test_head_to_0001_and_back_keeps_measured_states_and_probe_columns(db):
 def test_a_row_added_while_downgraded_never_gets_anothers_values(db):
     db_at(db, "head")
     _probe_like_rows(db)
-    from ledger.db import downgrade
 
-    downgrade(f"sqlite:///{db}", "0001")
+    migrate(db, "downgrade", "0001")
     con = sqlite3.connect(db)
     with con:  # an old tool deletes the last row and writes a new one, which reuses its id
         con.execute("DELETE FROM compile_records WHERE id = 2")

@@ -13,7 +13,7 @@ Revises: 0001
 import sqlalchemy as sa
 from alembic import op
 
-from ledger.stash import any_set, restore, stash
+from ledger_stash import any_set, restore, stash
 
 # Kept aside by a downgrade below this revision: states the 0003 backfill could not
 # recompute (measured, recorded), and host state. record_key is not kept: the next

@@ -1,11 +1,11 @@
 """Data migration: give legacy rows a cache_state from what is recoverable.
 
-One set-based UPDATE (no Python loop over rows) built by ledger.cache_rule, the same
+One set-based UPDATE (no Python loop over rows) built by ledger.legacy.cache_rule, the same
 statement `ledger import` runs, so a row gets the same state whichever path brought
 it in. Rows that already have a cache_state are never touched; instrument_records
 (sibling records) have no cache_state column at all.
 
-ledger.cache_rule is imported rather than copied: it holds only SQL text and is
+ledger.legacy.cache_rule is imported rather than copied: it holds only SQL text and is
 pinned by the tag edge-case tests, so this revision's behaviour cannot drift
 unnoticed.
 
@@ -15,7 +15,7 @@ Revises: 0002
 
 from alembic import op
 
-from ledger.cache_rule import backfill_sql, state_sql
+from ledger.legacy.cache_rule import backfill_sql, state_sql
 
 revision = "0003"
 down_revision = "0002"

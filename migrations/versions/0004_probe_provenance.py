@@ -11,7 +11,7 @@ Revises: 0003
 import sqlalchemy as sa
 from alembic import op
 
-from ledger.stash import any_set, restore, stash
+from ledger_stash import any_set, restore, stash
 
 revision = "0004"
 down_revision = "0003"

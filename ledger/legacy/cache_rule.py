@@ -21,22 +21,14 @@ from __future__ import annotations
 
 import re
 
-CACHE_STATES = ("cold", "warm", "none", "unknown")
-
-# How a row's cache_state was decided. Part of the SQL surface: see README.
-SOURCE_MEASURED_EVENTS = "measured_events"  # probe: JAX's own cache events
-SOURCE_MEASURED_FILES = "measured_files"  # probe: cache entries counted around compile()
-SOURCE_RECORDED = "recorded"  # the source data carried a cache_state
-SOURCE_EMPTY_CACHE_DIR = "empty_cache_dir"  # exact: no cache dir, so no cache in play
-SOURCE_TAG = "tag"  # inferred from the end of a free-text tag
-SOURCE_UNKNOWN = "unknown"  # nothing recoverable proves warm or cold
-CACHE_STATE_SOURCES = (
-    SOURCE_MEASURED_EVENTS,
-    SOURCE_MEASURED_FILES,
-    SOURCE_RECORDED,
+from ledger.record import (
+    COLD,
+    NONE,
     SOURCE_EMPTY_CACHE_DIR,
     SOURCE_TAG,
     SOURCE_UNKNOWN,
+    UNKNOWN,
+    WARM,
 )
 
 _WARM = re.compile(r"warm[0-9]*(?:-retry)?\Z", re.IGNORECASE | re.ASCII)
@@ -46,13 +38,13 @@ _COLD = re.compile(r"cold\Z", re.IGNORECASE | re.ASCII)
 def classify_legacy(cache_dir: str | None, tag: str | None) -> tuple[str, str]:
     """(cache_state, cache_state_source) for a record that did not record its state."""
     if cache_dir is None or cache_dir == "":
-        return "none", SOURCE_EMPTY_CACHE_DIR
+        return NONE, SOURCE_EMPTY_CACHE_DIR
     if tag is not None:
         if _WARM.search(tag):
-            return "warm", SOURCE_TAG
+            return WARM, SOURCE_TAG
         if _COLD.search(tag):
-            return "cold", SOURCE_TAG
-    return "unknown", SOURCE_UNKNOWN
+            return COLD, SOURCE_TAG
+    return UNKNOWN, SOURCE_UNKNOWN
 
 
 def state_sql(dialect: str = "sqlite") -> str:
@@ -67,15 +59,15 @@ def state_sql(dialect: str = "sqlite") -> str:
     unretried = f"CASE WHEN tag {like} '%-retry' THEN substr(tag, 1, length(tag) - 6) ELSE tag END"
     return (
         "CASE"
-        " WHEN cache_dir IS NULL OR cache_dir = '' THEN 'none'"
-        f" WHEN tag {like} '%cold' THEN 'cold'"
-        f" WHEN tag {like} '%warm%' AND rtrim({unretried}, '0123456789') {like} '%warm' THEN 'warm'"
-        " ELSE 'unknown' END"
+        f" WHEN cache_dir IS NULL OR cache_dir = '' THEN '{NONE}'"
+        f" WHEN tag {like} '%cold' THEN '{COLD}'"
+        f" WHEN tag {like} '%warm%' AND rtrim({unretried}, '0123456789') {like} '%warm' THEN '{WARM}'"
+        f" ELSE '{UNKNOWN}' END"
     )
 
 
 _SOURCE_OF_STATE = (
-    f"CASE s WHEN 'none' THEN '{SOURCE_EMPTY_CACHE_DIR}' WHEN 'unknown' THEN '{SOURCE_UNKNOWN}' "
+    f"CASE s WHEN '{NONE}' THEN '{SOURCE_EMPTY_CACHE_DIR}' WHEN '{UNKNOWN}' THEN '{SOURCE_UNKNOWN}' "
     f"ELSE '{SOURCE_TAG}' END"
 )
 

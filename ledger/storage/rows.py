@@ -15,8 +15,15 @@ import pickle
 import re
 from typing import Any
 
-from .cache_rule import CACHE_STATE_SOURCES, CACHE_STATES, SOURCE_RECORDED
-from .models import COMPILE_FIELDS, INSTRUMENT_COLUMNS, LEGACY_FIELDS
+from ledger.record import (
+    CACHE_STATE_SOURCES,
+    CACHE_STATES,
+    COMPILE_FIELDS,
+    KEY_FIELDS,
+    LEGACY_FIELDS,
+    SOURCE_RECORDED,
+)
+from ledger.storage.models import INSTRUMENT_COLUMNS
 
 
 class RecordError(ValueError):
@@ -109,11 +116,6 @@ def _fast_ok(value: Any, kind: type) -> bool:
     if kind is int:
         return INT64[0] <= value <= INT64[1]
     return True
-
-
-# What identifies a compile measurement: its legacy content plus, for probe rows,
-# the run and phase (a failed transform has no timings to tell it apart).
-KEY_FIELDS = (*LEGACY_FIELDS, "run_id", "phase")
 
 
 _key_buffer = io.BytesIO()

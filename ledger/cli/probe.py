@@ -15,8 +15,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from .cli_options import DbOpt
-from .errors import LedgerError
+from ledger.cli.options import DbOpt
+from ledger.errors import LedgerError
 
 
 SUMMARY_COLUMNS = ("phase", "transform", "status", "cache_state", "cache_state_source",
@@ -91,10 +91,9 @@ def probe_cmd(
     from probes import ProbeError, ProbeSpec, run_probe
     from probes.orchestrate import validate
 
-    from .db import writing
-    from .dburl import redact
-    from .output import format_table
-    from .store import add_compile_record
+    from ledger.storage.open import open_ledger
+    from ledger.output import format_table
+    from ledger.storage.writer import add_compile_record
 
     spec = ProbeSpec(
         objective=objective, transforms=transforms, cache_dir=cache_dir, tag=tag, n_batch=n_batch,
@@ -108,10 +107,10 @@ def probe_cmd(
     # Open (and gate) the database before probing: a database at an old revision
     # should stop the probe before minutes of compiling, not after.
     rows: list[dict] = []
-    with writing(db) as engine:
+    with open_ledger(db, "write") as ledger:
 
         def on_record(record: dict) -> None:
-            add_compile_record(engine, record)  # committed now: a later crash keeps it
+            add_compile_record(ledger.engine, record)  # committed now: a later crash keeps it
             rows.append(record)
 
         try:
@@ -121,7 +120,7 @@ def probe_cmd(
             raise LedgerError(str(exc)) from None
     table = [[_seconds(r.get(c)) if c.endswith("_s") else r.get(c) for c in SUMMARY_COLUMNS] for r in rows]
     typer.echo(format_table(SUMMARY_COLUMNS, table), nl=False)
-    where = redact(str(engine.url))
+    where = ledger.display
     if os.path.isabs(where) and os.path.commonpath([where, os.getcwd()]) == os.getcwd():
         where = os.path.join(".", os.path.relpath(where))
     typer.echo(f"run {outcome.run_id}: {len(rows)} rows written to {where}")

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from .dburl import redact, sqlite_path
-from .errors import LedgerError, first_line
+from ledger.errors import LedgerError, first_line
 
 READ_ONLY_MSG = "ledger sql is read-only: only SELECT, WITH ... SELECT, EXPLAIN and read-only PRAGMAs run"
 
@@ -44,8 +43,6 @@ def _authorizer(action, arg1, arg2, _db, _trigger):
 
 
 def _sqlite_query(path, query: str):
-    if not path.exists():
-        raise LedgerError(f"no ledger database at {path}")
     if not path.is_file():
         raise LedgerError(f"{path} is not a database file")
     try:
@@ -75,12 +72,10 @@ def _sqlite_query(path, query: str):
         con.close()
 
 
-def _generic_query(url: str, query: str):
+def _generic_query(ledger, query: str):
     from sqlalchemy.exc import SQLAlchemyError
 
-    from .db import make_engine
-
-    engine = make_engine(url)
+    engine = ledger.engine
     try:
         with engine.connect() as conn:
             if conn.dialect.name == "postgresql":
@@ -98,19 +93,16 @@ def _generic_query(url: str, query: str):
                 conn.rollback()
         return columns, rows
     except SQLAlchemyError as exc:
-        raise LedgerError(f"cannot query {redact(url)}: {first_line(exc)}") from None
-    finally:
-        engine.dispose()
+        raise LedgerError(f"cannot query {ledger.display}: {first_line(exc)}") from None
 
 
 def run_query(db: str | None, query: str) -> tuple[list[str], list[tuple]]:
     """Columns and rows of one read-only statement."""
     if not query.strip():
         raise LedgerError("empty query")
-    from .db import file_url
+    from ledger.storage.open import open_ledger
 
-    url = file_url(db)  # refuses in-memory SQLite, as every command does
-    path = sqlite_path(url)
-    if path is not None:
-        return _sqlite_query(path, query)
-    return _generic_query(url, query)
+    with open_ledger(db, "query") as ledger:
+        if ledger.path is not None:
+            return _sqlite_query(ledger.path, query)
+        return _generic_query(ledger, query)

@@ -15,8 +15,9 @@ from pathlib import Path
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
-from .models import COMPILE_FIELDS, compile_records, instrument_records
-from .output import format_csv
+from ledger.record import COMPILE_FIELDS
+from ledger.storage.models import compile_records, instrument_records
+from ledger.output import format_csv
 
 FORMATS = ("json", "csv")
 

@@ -20,12 +20,12 @@ from typing import Callable, Iterable, Iterator
 from sqlalchemy import func, select, text
 from sqlalchemy.engine import Connection, Engine
 
-from .cache_rule import backfill_sql
-from .errors import LedgerError
-from .models import compile_records, instrument_records
-from .records import (
+from ledger.errors import LedgerError
+from ledger.legacy.cache_rule import backfill_sql
+from ledger.record import KEY_FIELDS
+from ledger.storage.models import compile_records, instrument_records
+from ledger.storage.rows import (
     FAST_COLUMNS,
-    KEY_FIELDS,
     RecordError,
     compile_key,
     compile_row,

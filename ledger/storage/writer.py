@@ -9,10 +9,10 @@ from __future__ import annotations
 from sqlalchemy import insert
 from sqlalchemy.engine import Engine
 
-from .cache_rule import SOURCE_UNKNOWN
-from .errors import LedgerError
-from .models import compile_records
-from .records import RecordError, compile_row
+from ledger.record import SOURCE_UNKNOWN, UNKNOWN
+from ledger.errors import LedgerError
+from ledger.storage.models import compile_records
+from ledger.storage.rows import RecordError, compile_row
 
 
 def add_compile_record(engine: Engine, record: dict) -> int:
@@ -21,7 +21,7 @@ def add_compile_record(engine: Engine, record: dict) -> int:
         # A probe states what it measured. No state means nothing was compiled (the
         # transform failed first): unknown, and never the legacy tag rule, which
         # would read "warm" into a tag like nightly_warm.
-        record = dict(record, cache_state="unknown", cache_state_source=SOURCE_UNKNOWN)
+        record = dict(record, cache_state=UNKNOWN, cache_state_source=SOURCE_UNKNOWN)
     try:
         row = compile_row(record)
     except RecordError as exc:

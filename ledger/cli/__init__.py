@@ -1,0 +1,85 @@
+"""The `ledger` command: a thin shell over the library.
+
+Each command resolves the database, calls one library function and prints. User
+errors are LedgerError, turned into one line on stderr and a non-zero exit at the
+root (LedgerGroup); `--traceback` shows the traceback instead. Heavy imports
+(SQLAlchemy, alembic, jax) happen inside commands so `ledger --help` stays fast.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from typer.core import TyperGroup
+
+from ledger import __version__
+from ledger.errors import LedgerError, first_line
+
+_TRACEBACK = "ledger.traceback"
+
+
+def _as_ledger_error(exc: Exception) -> LedgerError | None:
+    if isinstance(exc, LedgerError):
+        return exc
+    module = type(exc).__module__
+    if module.startswith("sqlalchemy"):
+        from ledger.storage.url import redact
+
+        return LedgerError(f"database error: {redact(first_line(exc))}")
+    if module.startswith("alembic") and type(exc).__name__ == "CommandError":
+        return LedgerError(f"migration error: {exc}")
+    return None
+
+
+class LedgerGroup(TyperGroup):
+    def invoke(self, ctx: typer.Context):
+        try:
+            return super().invoke(ctx)
+        except Exception as exc:
+            error = _as_ledger_error(exc)
+            if error is None or ctx.meta.get(_TRACEBACK):
+                raise
+            typer.echo(f"error: {error}", err=True)
+            ctx.exit(error.exit_code)
+
+
+app = typer.Typer(
+    cls=LedgerGroup,
+    help="Per-transform JAX compile measurements, with a measured cache_state, in SQLite.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"ledger {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    traceback: Annotated[bool, typer.Option("--traceback", help="Show tracebacks for errors.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    ctx.meta[_TRACEBACK] = traceback
+
+
+from ledger.cli import db, legacy, probe, sql  # noqa: E402  (the groups need `app`'s root above)
+
+app.command("import")(legacy.import_cmd)
+app.command("export")(legacy.export_cmd)
+app.command("sql")(sql.sql_cmd)
+app.command("probe")(probe.probe_cmd)
+app.command("objectives")(probe.objectives_cmd)
+app.add_typer(db.app, name="db")
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,1 @@
+"""The legacy JSON results: the tag -> cache_state rule, import and export."""

@@ -1,0 +1,125 @@
+"""The record contract: a compile record's fields, the cache-state vocabulary and the
+comparability key, defined once.
+
+Everything that writes, reads or moves a compile record takes its names from here:
+the ORM table (ledger/storage/models.py), the probe's record (probes/), the importer
+and the export. Dependency-free on purpose (no SQLAlchemy, no jax): probes/ imports
+it in child processes, and `ledger --help` may import it for free.
+
+A field added here is a column (with a migration), a key the probe hands over and a
+field the export writes; tests/test_record_contract.py holds all three to this list.
+"""
+
+from __future__ import annotations
+
+# The 18 fields of a legacy JSON compile record, in their legacy order and type.
+LEGACY_FIELDS: dict[str, type] = {
+    "transform": str,
+    "trace_s": float,
+    "compile_s": float,
+    "first_s": float,
+    "steady_s": float,
+    "dataset_class": str,
+    "model_type": str,
+    "instrument": str,
+    "ndim": int,
+    "n_batch": int,
+    "batch_size": int,
+    "hardware": str,
+    "jax_version": str,
+    "cache_dir": str,
+    "mixed_precision": bool,
+    "tag": str,
+    "hostname": str,
+    "timestamp": str,
+}
+
+# Columns added after 0001 (revisions 0002 and 0004).
+STATE_FIELDS: dict[str, type] = {
+    "record_kind": str,
+    "cache_state": str,
+    "cache_state_source": str,
+    "host_cpu_count": int,
+    "host_load_avg_1m": float,
+}
+PROBE_FIELDS: dict[str, type] = {
+    "status": str,
+    "run_id": str,
+    "phase": str,
+    "error": str,
+    "objective": str,
+    "steady_calls": int,
+    "backend_compile_s": float,
+    "cache_files_before": int,
+    "cache_files_after": int,
+    "cache_requests": int,
+    "cache_hits": int,
+    "cache_misses": int,
+    "cache_key": str,
+    "cache_key_components": str,
+    "cache_min_compile_time_s": float,
+    "cache_min_entry_size_bytes": int,
+    "host_load_avg_5m": float,
+    "host_load_avg_15m": float,
+    "host_cpu_affinity": int,
+    "host_mem_total_mb": float,
+    "host_mem_available_mb": float,
+    "host_load_avg_1m_after": float,
+    "slurm_job_id": str,
+    "slurm_node": str,
+    "jaxlib_version": str,
+    "backend": str,
+    "device_kind": str,
+    "xla_flags": str,
+    "jax_cache_settings": str,
+    "program_fingerprint": str,
+    "provenance": str,
+}
+# Every column of compile_records besides id and record_key, in column order.
+COMPILE_FIELDS: dict[str, type] = {**LEGACY_FIELDS, **STATE_FIELDS, **PROBE_FIELDS}
+
+# The fields a probe hands over: all of them but record_kind, which the table sets
+# ('compile'); a probe never writes a sibling record.
+PROBE_RECORD_FIELDS: tuple[str, ...] = tuple(f for f in COMPILE_FIELDS if f != "record_kind")
+
+TIMING_FIELDS = ("trace_s", "compile_s", "first_s", "steady_s", "backend_compile_s")
+
+# What identifies a compile measurement: its legacy content plus, for probe rows,
+# the run and phase (a failed transform has no timings to tell it apart).
+KEY_FIELDS = (*LEGACY_FIELDS, "run_id", "phase")
+
+# -- the cache-state vocabulary ----------------------------------------------------
+
+COLD, WARM, NONE, UNKNOWN = "cold", "warm", "none", "unknown"
+CACHE_STATES = (COLD, WARM, NONE, UNKNOWN)
+
+# How a row's cache_state was decided. Part of the SQL surface: see README.
+SOURCE_MEASURED_EVENTS = "measured_events"  # probe: JAX's own cache events
+SOURCE_MEASURED_FILES = "measured_files"  # probe: cache entries counted around compile()
+SOURCE_RECORDED = "recorded"  # the source data carried a cache_state
+SOURCE_EMPTY_CACHE_DIR = "empty_cache_dir"  # exact: no cache dir, so no cache in play
+SOURCE_TAG = "tag"  # inferred from the end of a free-text tag
+SOURCE_UNKNOWN = "unknown"  # nothing recoverable proves warm or cold
+CACHE_STATE_SOURCES = (
+    SOURCE_MEASURED_EVENTS,
+    SOURCE_MEASURED_FILES,
+    SOURCE_RECORDED,
+    SOURCE_EMPTY_CACHE_DIR,
+    SOURCE_TAG,
+    SOURCE_UNKNOWN,
+)
+
+STATUS_OK, STATUS_FAILED = "ok", "failed"
+
+# -- the comparability key -----------------------------------------------------------
+# A compile time compares only within one host key and one cell. hostname is in the
+# key because hardware alone ('local_cpu') pools a laptop with a 32-core node, and
+# host load alone has moved one compile 7x. Nothing compares across keys.
+HOST_KEY_FIELDS = ("hardware", "hostname", "jax_version", "mixed_precision", "cache_state")
+CELL_FIELDS = ("dataset_class", "model_type", "instrument", "transform")
+COMPARABILITY_KEY = (*HOST_KEY_FIELDS, *CELL_FIELDS)
+
+
+def blank_record() -> dict:
+    """A probe record with every field present and unset."""
+    return dict.fromkeys(PROBE_RECORD_FIELDS)

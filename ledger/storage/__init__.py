@@ -1,0 +1,1 @@
+"""Storage: resolving, opening and gating the database; the tables; writing rows."""

@@ -1,0 +1,138 @@
+"""open_ledger(): the one way a command opens the ledger.
+
+It resolves the database once (--db, LEDGER_DB, ./ledger.db), checks where it
+stands in the revision chain, and refuses what the mode may not touch:
+
+  read     an existing ledger at head; never creates or changes one
+  query    an existing database at any revision, ungated (`ledger sql`: ad-hoc
+           reads are harmless, and on SQLite need no SQLAlchemy at all)
+  write    a ledger at head; a new or empty database is brought to head first
+  migrate  any database this ledger's revisions can move (`ledger db`)
+
+Used as a context manager: a write that fails leaves no new, empty database file
+behind, and the engine (made on first use, one per command) is disposed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ledger.errors import LedgerError
+from ledger.storage import revisions as rv
+from ledger.storage.url import Target, resolve
+
+MODES = ("read", "query", "write", "migrate")
+
+
+class Ledger:
+    def __init__(self, target: Target, mode: str):
+        self.target = target
+        self.mode = mode
+        self._engine = None
+        self._created = target.path is not None and not target.path.exists()
+        self.revision, self.status = None, None
+
+    # -- what callers use ------------------------------------------------------------
+    @property
+    def path(self) -> Path | None:
+        return self.target.path
+
+    @property
+    def display(self) -> str:
+        return self.target.display
+
+    @property
+    def engine(self):
+        if self._engine is None:
+            from ledger.storage.engine import make_engine
+
+            self._engine = make_engine(self.target.url)
+        return self._engine
+
+    def refresh(self) -> tuple[str | None, str]:
+        """Read (revision, status) from the database."""
+        if self.path is not None:
+            self.revision, self.status = rv.sqlite_status(self.path)
+        else:
+            self.revision, self.status = rv.engine_status(self.engine, self.display)
+        return self.revision, self.status
+
+    def migrate(self, direction: str, revision: str = "head") -> None:
+        from ledger.storage.migrate import run
+
+        run(direction, self.engine, revision)
+        self.refresh()
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
+
+    # -- context -----------------------------------------------------------------------
+    def __enter__(self) -> "Ledger":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if exc_type is not None and self._created and self.path is not None:
+                self._remove_if_empty()
+        finally:
+            self.close()
+
+    def _remove_if_empty(self) -> None:
+        import sqlite3
+
+        self.close()
+        if not self.path.exists():
+            return
+        try:
+            con = sqlite3.connect(self.path)
+            try:
+                n = con.execute(
+                    "SELECT (SELECT count(*) FROM compile_records) + (SELECT count(*) FROM instrument_records)"
+                ).fetchone()[0]
+            finally:
+                con.close()
+        except sqlite3.DatabaseError:  # not even a schema: nothing of value in it
+            n = 0
+        if n == 0:
+            self.path.unlink(missing_ok=True)
+
+
+def open_ledger(db: str | None, mode: str, *, create: bool | None = None) -> Ledger:
+    """The ledger behind `db`, gated for `mode` (see the module doc). `create`: may a
+    missing SQLite file be made (default: only in write mode; `ledger db upgrade`
+    passes True)."""
+    if mode not in MODES:
+        raise ValueError(f"mode {mode!r} is not one of {MODES}")
+    target = resolve(db)
+    if target.value.startswith("sqlite") and target.path is None:
+        # every connection would get its own, empty database, gone with the command
+        raise LedgerError("an in-memory SQLite database vanishes with the command: give a file path")
+    create = mode == "write" if create is None else create
+    if target.path is not None and not create and not target.path.exists():
+        raise LedgerError(f"no ledger database at {target.path}")
+    ledger = Ledger(target, mode)
+    if mode == "query":
+        return ledger  # reads of any database; the read-only connection guards it
+    try:
+        _gate(ledger, *ledger.refresh())
+    except BaseException as exc:
+        ledger.__exit__(type(exc), exc, exc.__traceback__)
+        raise
+    return ledger
+
+
+def _gate(ledger: Ledger, rev: str | None, status: str) -> None:
+    if status == rv.HEAD_:
+        return
+    if status in (rv.NEWER, rv.FOREIGN) or (status == rv.EMPTY and ledger.mode == "read"):
+        raise LedgerError(rv.refusal(ledger.display, rev, status))
+    if ledger.mode == "write":
+        if status == rv.EMPTY:
+            ledger.migrate("upgrade", "head")
+            return
+        raise LedgerError(rv.refusal(ledger.display, rev, status))
+    if ledger.mode == "read":
+        raise LedgerError(rv.refusal(ledger.display, rev, status))
+    # migrate takes any revision this ledger knows
