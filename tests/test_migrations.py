@@ -139,20 +139,20 @@ def test_alembic_cli_and_ledger_share_the_resolver(tmp_path):
     subprocess.run([alembic, "upgrade", "0003"], cwd=REPO, env=env, check=True, capture_output=True)
     out = subprocess.run([Path(sys.executable).with_name("ledger"), "db", "current"], cwd=tmp_path, env=env,
                          check=True, capture_output=True, text=True).stdout
-    assert out.startswith("0003 (head is 0005")
+    assert out.startswith("0003 (head is 0006")
     # and the default: ./ledger.db in the working directory
     subprocess.run([alembic, "-c", REPO / "alembic.ini", "upgrade", "head"], cwd=tmp_path,
                    env={k: v for k, v in env.items() if k != "LEDGER_DB"}, check=True, capture_output=True)
-    assert query(tmp_path / "ledger.db", "SELECT version_num FROM alembic_version") == [("0005",)]
+    assert query(tmp_path / "ledger.db", "SELECT version_num FROM alembic_version") == [("0006",)]
 
 
 def test_older_revision_is_not_silently_changed(db, tmp_path):
     db_at(db, "0002")
     result = run_cli("import", CORPUS, "--db", db)
     assert result.exit_code == 1
-    assert result.output.strip().endswith("is at revision 0002, this ledger needs 0005: run `ledger db upgrade` (or `alembic upgrade head`) first")
+    assert result.output.strip().endswith("is at revision 0002, this ledger needs 0006: run `ledger db upgrade` (or `alembic upgrade head`) first")
     assert query(db, "SELECT version_num FROM alembic_version") == [("0002",)]
-    assert run_cli("db", "upgrade", "--db", db).output.strip() == "at revision 0005"
+    assert run_cli("db", "upgrade", "--db", db).output.strip() == "at revision 0006"
 
 
 def test_unknown_revision_is_refused(db):
@@ -170,7 +170,7 @@ def test_unknown_revision_is_refused(db):
 def test_new_database_is_brought_to_head_by_first_write(db):
     assert not db.exists()
     assert run_cli("import", CORPUS, "--db", db).exit_code == 0
-    assert run_cli("db", "current", "--db", db).output.strip() == "0005 (head)"
+    assert run_cli("db", "current", "--db", db).output.strip() == "0006 (head)"
 
 
 def test_read_commands_never_create_a_database(db):

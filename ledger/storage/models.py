@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from ledger.record import COMPILE_FIELDS
+from ledger.record import COMPARABILITY_KEY, COMPILE_FIELDS
 
 metadata = sa.MetaData(
     naming_convention={
@@ -43,4 +43,66 @@ instrument_records = sa.Table(
     sa.Column("record_json", sa.Text, nullable=False),
     *(sa.Column(name, sa.Text) for name in INSTRUMENT_COLUMNS),
     sa.Column("record_key", sa.BigInteger, unique=True),
+)
+
+# -- the watch tables (revision 0006) ---------------------------------------------------
+# A pin's key columns are the comparability key, copied from its source row.
+_KEY_TYPES = {name: _SA_TYPES[COMPILE_FIELDS[name]] for name in COMPARABILITY_KEY}
+
+pins = sa.Table(
+    "pins",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("pin_key", sa.Text, nullable=False, unique=True),
+    *(sa.Column(name, kind) for name, kind in _KEY_TYPES.items()),
+    sa.Column("row_id", sa.Integer, nullable=False),
+    sa.Column("compile_s", sa.Float, nullable=False),
+    sa.Column("tag", sa.Text),
+    sa.Column("timestamp", sa.Text),
+    sa.Column("pinned_at", sa.Text, nullable=False),
+    sa.Column("loaded_host", sa.Boolean, nullable=False, server_default=sa.false()),
+)
+
+pin_history = sa.Table(
+    "pin_history",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("pin_key", sa.Text, nullable=False, index=True),
+    sa.Column("old_row_id", sa.Integer),
+    sa.Column("old_compile_s", sa.Float),
+    sa.Column("old_tag", sa.Text),
+    sa.Column("old_timestamp", sa.Text),
+    sa.Column("new_row_id", sa.Integer, nullable=False),
+    sa.Column("new_compile_s", sa.Float, nullable=False),
+    sa.Column("new_tag", sa.Text),
+    sa.Column("new_timestamp", sa.Text),
+    sa.Column("action", sa.Text, nullable=False),
+    sa.Column("changed_at", sa.Text, nullable=False),
+)
+
+check_runs = sa.Table(
+    "check_runs",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("checked_at", sa.Text, nullable=False),
+    sa.Column("tolerance", sa.Float, nullable=False),
+    sa.Column("filters", sa.Text),
+    sa.Column("exit_code", sa.Integer, nullable=False),
+)
+
+verdicts = sa.Table(
+    "verdicts",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("check_run_id", sa.Integer, sa.ForeignKey("check_runs.id"), nullable=False, index=True),
+    sa.Column("pin_id", sa.Integer),
+    sa.Column("pin_key", sa.Text),
+    sa.Column("row_id", sa.Integer),
+    sa.Column("compile_s", sa.Float),
+    sa.Column("pin_compile_s", sa.Float),
+    sa.Column("ratio", sa.Float),
+    sa.Column("tolerance", sa.Float),
+    sa.Column("verdict", sa.Text, nullable=False),
+    sa.Column("cause", sa.Text),
+    sa.Column("checked_at", sa.Text, nullable=False),
 )

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ledger.errors import LedgerError, first_line
 
-REVISIONS = ("0001", "0002", "0003", "0004", "0005")
+REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006")
 HEAD = REVISIONS[-1]
 
 # status: head, older, newer (a revision this ledger does not know), empty (no

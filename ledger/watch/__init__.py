@@ -1,0 +1,1 @@
+"""Watching the cache: sticky warm-compile pins, the check and its diagnosis, the report."""
