@@ -17,6 +17,13 @@ from ledger.record import LEGACY_FIELDS
 FIXTURES = Path(__file__).parent / "fixtures"
 CORPUS = FIXTURES / "legacy-results"
 
+# The field's corpus, counted once (DESIGN.md): 93 records in 9 files, 89 of them
+# compile records that backfill to 33 cold, 34 warm, 19 none and 3 unknown, plus 4
+# sibling records. test_import.py counts the files themselves against these.
+CORPUS_FILES, CORPUS_RECORDS, CORPUS_COMPILE, CORPUS_SIBLINGS = 9, 93, 89, 4
+CORPUS_STATES = {"cold": 33, "warm": 34, "none": 19, "unknown": 3}
+CORPUS_STATES_TEXT = ", ".join(f"{s} {n}" for s, n in CORPUS_STATES.items())
+
 
 @pytest.fixture(autouse=True)
 def _no_ambient_db(monkeypatch, tmp_path):

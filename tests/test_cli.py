@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .conftest import CORPUS, db_at, run_cli
+from .conftest import CORPUS, CORPUS_COMPILE, CORPUS_FILES, CORPUS_RECORDS, CORPUS_STATES, db_at, run_cli
 
 LEDGER = Path(sys.executable).with_name("ledger")
 
@@ -33,10 +33,10 @@ def test_entry_point_round_trip(tmp_path):
     env = {**os.environ, "LEDGER_DB": str(tmp_path / "env.db")}
     imp = _run("import", CORPUS, env=env)
     assert imp.returncode == 0, imp.stderr
-    assert imp.stdout.startswith("93 records in 9 files: 89 compile rows added")
+    assert imp.stdout.startswith(f"{CORPUS_RECORDS} records in {CORPUS_FILES} files: {CORPUS_COMPILE} compile rows added")
     assert imp.stderr == ""  # no progress bar when stderr is not a terminal
     q = _run("sql", "SELECT count(*) AS n FROM compile_records WHERE cache_state = 'warm'", env=env)
-    assert (q.returncode, q.stdout.splitlines()[-1].strip()) == (0, "34")
+    assert (q.returncode, q.stdout.splitlines()[-1].strip()) == (0, str(CORPUS_STATES["warm"]))
 
 
 def test_user_error_is_one_line_and_exit_1(tmp_path):
@@ -83,7 +83,7 @@ def test_db_commands(db):
 def test_plain_path_and_url_mean_the_same_file(db):
     db_at(db, "head")
     assert run_cli("import", CORPUS, "--db", f"sqlite:///{db}").exit_code == 0
-    assert run_cli("sql", "SELECT count(*) FROM compile_records", "--db", db).output.endswith("89\n")
+    assert run_cli("sql", "SELECT count(*) FROM compile_records", "--db", db).output.endswith(f"{CORPUS_COMPILE}\n")
 
 
 def test_passwords_are_redacted_however_they_are_spelled(monkeypatch):

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from .conftest import CORPUS, compile_records_of_corpus, db_at, insert_legacy, query, run_cli, write_json
+from .conftest import CORPUS, CORPUS_COMPILE, CORPUS_FILES, CORPUS_RECORDS, CORPUS_SIBLINGS, CORPUS_STATES, compile_records_of_corpus, corpus_records, db_at, insert_legacy, query, run_cli, write_json
 
 GOOD = compile_records_of_corpus()[0]
 
@@ -20,10 +20,10 @@ def test_import_twice_adds_nothing(db):
     second = run_cli("import", CORPUS, "--db", db)
     assert second.exit_code == 0
     assert second.output.strip() == (
-        "93 records in 9 files: 0 compile rows added (cold 0, warm 0, none 0, unknown 0), "
-        "0 instrument records added, 93 already present"
+        f"{CORPUS_RECORDS} records in {CORPUS_FILES} files: 0 compile rows added (cold 0, warm 0, none 0, unknown 0), "
+        f"0 instrument records added, {CORPUS_RECORDS} already present"
     )
-    assert first.exit_code == 0 and _counts(db) == (89, 4)
+    assert first.exit_code == 0 and _counts(db) == (CORPUS_COMPILE, CORPUS_SIBLINGS)
 
 
 def test_import_after_plain_insert_adds_nothing(db):
@@ -32,7 +32,7 @@ def test_import_after_plain_insert_adds_nothing(db):
     db_at(db, "head")
     result = run_cli("import", CORPUS, "--db", db)
     assert result.exit_code == 0, result.output
-    assert _counts(db) == (89, 4)
+    assert _counts(db) == (CORPUS_COMPILE, CORPUS_SIBLINGS)
 
 
 BAD_INPUTS = [
@@ -63,7 +63,7 @@ def test_bad_input_writes_nothing(tmp_path, db, name, content, message):
     assert result.exit_code == 1
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {bad.parent}/") and message in lines[0], lines
-    assert _counts(db) == (89, 4)  # not even the good file's record
+    assert _counts(db) == (CORPUS_COMPILE, CORPUS_SIBLINGS)  # not even the good file's record
 
 
 def test_unreadable_entries_in_a_tree_are_reported_not_crashed_on(tmp_path, db):
@@ -169,10 +169,26 @@ def test_export_unknown_format(db):
 
 @pytest.fixture
 def forked_readers(monkeypatch):
-    """Large imports read files in forked processes; make every import take that path."""
+    """Large imports read files in forked processes; make every import take that path,
+    even on a one-core runner, and count the pools so a test can show it did."""
+    import concurrent.futures
+    import multiprocessing
+
     import ledger.legacy.importer
 
+    if "fork" not in multiprocessing.get_all_start_methods():
+        pytest.skip("no fork start method here: the importer reads serially on this platform")
+    pools = []
+
+    class CountedPool(concurrent.futures.ProcessPoolExecutor):
+        def __init__(self, *args, **kwargs):
+            pools.append(args[0] if args else kwargs.get("max_workers"))
+            super().__init__(*args, **kwargs)
+
     monkeypatch.setattr(ledger.legacy.importer, "PARALLEL_BYTES", 0)
+    monkeypatch.setattr(ledger.legacy.importer.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", CountedPool)
+    return pools
 
 
 def test_parallel_readers_give_the_same_rows(tmp_path, forked_readers):
@@ -180,10 +196,11 @@ def test_parallel_readers_give_the_same_rows(tmp_path, forked_readers):
     import ledger.legacy.importer
 
     assert run_cli("import", CORPUS, "--db", parallel).exit_code == 0
+    assert forked_readers == [2]  # the forked path ran, with two readers
     ledger.legacy.importer.PARALLEL_BYTES = 1 << 40
     assert run_cli("import", CORPUS, "--db", serial).exit_code == 0
     sql = "SELECT record_key, tag, cache_state, cache_state_source FROM compile_records ORDER BY id"
-    assert query(parallel, sql) == query(serial, sql) and len(query(serial, sql)) == 89
+    assert query(parallel, sql) == query(serial, sql) and len(query(serial, sql)) == CORPUS_COMPILE
 
 
 def test_parallel_readers_bad_file_writes_nothing(tmp_path, db, forked_readers):
@@ -192,7 +209,7 @@ def test_parallel_readers_bad_file_writes_nothing(tmp_path, db, forked_readers):
     write_json(tree / "b.json", [dict(GOOD, tag="x"), dict(GOOD, steady_s="fast")])
     write_json(tree / "c.json", [dict(GOOD, tag="later")])
     result = run_cli("import", tree.parent, "--db", db)
-    assert result.exit_code == 1
+    assert result.exit_code == 1 and forked_readers == [2]
     assert result.output == f"error: {tree / 'b.json'}: record 1: steady_s is not a number ('fast')\n"
     assert not db.exists()  # the failed command's new, empty database is not left behind
     ok = run_cli("import", tree.parent, "--skip-invalid", "--db", db)
@@ -207,3 +224,11 @@ def test_fast_path_and_record_by_record_path_build_the_same_rows():
     fast = legacy_rows_fast(recs, default_hardware="local_cpu")
     slow = [compile_row(r, default_hardware="local_cpu") for r in recs]
     assert fast == [tuple(row.get(c) for c in FAST_COLUMNS) for row in slow]
+
+
+def test_corpus_constants_match_the_files():
+    records = corpus_records()
+    assert len({path for path, _ in records}) == CORPUS_FILES
+    assert len(records) == CORPUS_RECORDS
+    assert len(compile_records_of_corpus()) == CORPUS_COMPILE == sum(CORPUS_STATES.values())
+    assert CORPUS_RECORDS - CORPUS_COMPILE == CORPUS_SIBLINGS

@@ -14,7 +14,7 @@ from sqlalchemy import create_engine, inspect
 
 from ledger.storage.models import metadata
 
-from .conftest import CORPUS, compile_records_of_corpus, corpus_records, db_at, insert_legacy, migrate, query, run_cli
+from .conftest import CORPUS, CORPUS_COMPILE, CORPUS_SIBLINGS, CORPUS_STATES, CORPUS_STATES_TEXT, compile_records_of_corpus, corpus_records, db_at, insert_legacy, migrate, query, run_cli
 
 REPO = Path(__file__).resolve().parent.parent
 ALL_COLUMNS = "SELECT * FROM compile_records ORDER BY id"
@@ -41,14 +41,14 @@ def test_corpus_both_paths_agree(tmp_path):
     b = tmp_path / "b.db"
     result = run_cli("import", CORPUS, "--db", b)
     assert result.exit_code == 0, result.output
-    assert "89 compile rows added (cold 33, warm 34, none 19, unknown 3)" in result.output
-    assert "4 instrument records added" in result.output
+    assert f"{CORPUS_COMPILE} compile rows added ({CORPUS_STATES_TEXT})" in result.output
+    assert f"{CORPUS_SIBLINGS} instrument records added" in result.output
     for path in (a, b):
         counts = dict(query(path, "SELECT cache_state, count(*) FROM compile_records GROUP BY 1"))
-        assert counts == {"cold": 33, "warm": 34, "none": 19, "unknown": 3}
+        assert counts == CORPUS_STATES
         assert query(path, "SELECT cache_state FROM compile_records WHERE tag = 'mb_homo_cold_laxmap_gpu'") == [("unknown",)]
     assert _states_by_content(a) == _states_by_content(b)
-    assert len(_states_by_content(a)) == 89
+    assert len(_states_by_content(a)) == CORPUS_COMPILE
 
 
 def test_sibling_records_kept_whole_without_state(db):
@@ -70,7 +70,7 @@ def test_head_down_to_0001_and_back_keeps_rows_and_states(db):
     migrate(db, "downgrade", "0001")
     assert query(db, "SELECT version_num FROM alembic_version") == [("0001",)]
     cols = {r[1] for r in query(db, "PRAGMA table_info(compile_records)")}
-    assert "cache_state" not in cols and len(query(db, "SELECT id FROM compile_records")) == 89
+    assert "cache_state" not in cols and len(query(db, "SELECT id FROM compile_records")) == CORPUS_COMPILE
     db_at(db, "head")
     after = query(db, "SELECT id, tag, cache_dir, compile_s, cache_state, cache_state_source FROM compile_records ORDER BY id")
     assert after == before

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from .conftest import CORPUS, run_cli
+from .conftest import CORPUS, CORPUS_COMPILE, CORPUS_STATES, run_cli
 
 
 @pytest.fixture
@@ -26,10 +26,10 @@ def test_select_as_aligned_table(loaded):
     assert result.output == (
         "cache_state   n\n"
         "-----------  --\n"
-        "cold         33\n"
-        "none         19\n"
-        "unknown       3\n"
-        "warm         34\n"
+        f"cold         {CORPUS_STATES['cold']}\n"
+        f"none         {CORPUS_STATES['none']}\n"
+        f"unknown       {CORPUS_STATES['unknown']}\n"
+        f"warm         {CORPUS_STATES['warm']}\n"
     )
 
 
@@ -84,7 +84,7 @@ def test_several_statements_are_refused(loaded, statement):
     assert result.exit_code == 1
     assert result.output == "error: ledger sql runs one statement at a time\n"
     assert _digest(loaded) == before
-    assert run_cli("sql", "SELECT count(*) FROM compile_records", "--db", loaded).output.endswith("89\n")
+    assert run_cli("sql", "SELECT count(*) FROM compile_records", "--db", loaded).output.endswith(f"{CORPUS_COMPILE}\n")
 
 
 def test_sql_errors_are_one_line(loaded):
@@ -98,7 +98,7 @@ def test_path_with_uri_characters_is_opened_read_only(tmp_path):
     assert run_cli("import", CORPUS, "--db", odd).exit_code == 0
     before = _digest(odd)
     result = run_cli("sql", "SELECT count(*) FROM compile_records", "--csv", "--db", odd)
-    assert (result.exit_code, result.output) == (0, "count(*)\n89\n")
+    assert (result.exit_code, result.output) == (0, f"count(*)\n{CORPUS_COMPILE}\n")
     assert run_cli("sql", "DELETE FROM compile_records", "--db", odd).exit_code == 1
     assert _digest(odd) == before and sorted(p.name for p in tmp_path.iterdir()) == ["a#b?c%41.db"]
 
