@@ -15,6 +15,9 @@ import os
 import re
 import threading
 
+from ledger.record import (COLD, NONE, SOURCE_EMPTY_CACHE_DIR, SOURCE_MEASURED_EVENTS,
+                           SOURCE_MEASURED_FILES, UNKNOWN, WARM)
+
 EV_REQUEST = "/jax/compilation_cache/compile_requests_use_cache"
 EV_HIT = "/jax/compilation_cache/cache_hits"
 EV_MISS_WRITTEN = "/jax/compilation_cache/cache_misses"  # fires only when the miss is written
@@ -158,15 +161,15 @@ def decide_cache_state(cache_dir: str | None, requests: int, hits: int, misses: 
                        files_before: int | None, files_after: int | None) -> tuple[str, str]:
     """(cache_state, cache_state_source) for one compile, events first."""
     if not cache_dir:
-        return "none", "empty_cache_dir"
+        return NONE, SOURCE_EMPTY_CACHE_DIR
     if requests or hits or misses:
         # A request without a hit is a miss, written (cache_misses) or not (under the
         # min compile time / entry size): cold either way.
-        return ("warm" if hits else "cold"), "measured_events"
+        return (WARM if hits else COLD), SOURCE_MEASURED_EVENTS
     if files_before is None or files_after is None:
-        return "unknown", "measured_files"
+        return UNKNOWN, SOURCE_MEASURED_FILES
     if files_after > files_before:
-        return "cold", "measured_files"
+        return COLD, SOURCE_MEASURED_FILES
     if files_before > 0:
-        return "warm", "measured_files"
-    return "unknown", "measured_files"
+        return WARM, SOURCE_MEASURED_FILES
+    return UNKNOWN, SOURCE_MEASURED_FILES

@@ -6,6 +6,7 @@ CPUs this process may use (fewer than the node has on a SLURM allocation) matter
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import os
 import platform
@@ -25,6 +26,11 @@ CACHE_SETTINGS = (
     "jax_compilation_cache_include_metadata_in_key",
     "jax_explain_cache_misses",
 )
+
+
+def local_timestamp() -> str:
+    """Local time, ISO format, seconds precision (as the legacy records have it)."""
+    return _dt.datetime.now().replace(microsecond=0).isoformat()
 
 
 def load_avg() -> tuple[float, float, float] | tuple[None, None, None]:

@@ -88,6 +88,25 @@ def _hardware_from_path(path: Path) -> str | None:
     return parent if parent.startswith("local_") else None
 
 
+def _load(path: Path, bad: Callable[[str], None]) -> tuple[str, list] | None:
+    """The file's text and its top-level list, or None after reporting why not."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        return bad(f"{path}: cannot read: {exc.strerror or exc}")
+    except UnicodeDecodeError as exc:
+        return bad(f"{path}: not UTF-8 text: {exc.reason} at byte {exc.start}")
+    try:
+        data = json.loads(text)
+    except ValueError as exc:  # json.JSONDecodeError
+        return bad(f"{path}: invalid JSON: {exc}")
+    except RecursionError:
+        return bad(f"{path}: invalid JSON: nested too deeply")
+    if not isinstance(data, list):
+        return bad(f"{path}: not a list of records (top level is {type(data).__name__})")
+    return text, data
+
+
 def read_file(path: Path, batch: _Batch, skipped: list[str] | None) -> int:
     """Check one file's records into `batch`; returns how many records it held.
 
@@ -99,25 +118,10 @@ def read_file(path: Path, batch: _Batch, skipped: list[str] | None) -> int:
             raise LedgerError(msg)
         skipped.append(msg)
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        bad(f"{path}: cannot read: {exc.strerror or exc}")
+    loaded = _load(path, bad)
+    if loaded is None:
         return 0
-    except UnicodeDecodeError as exc:
-        bad(f"{path}: not UTF-8 text: {exc.reason} at byte {exc.start}")
-        return 0
-    try:
-        data = json.loads(text)
-    except ValueError as exc:  # json.JSONDecodeError
-        bad(f"{path}: invalid JSON: {exc}")
-        return 0
-    except RecursionError:
-        bad(f"{path}: invalid JSON: nested too deeply")
-        return 0
-    if not isinstance(data, list):
-        bad(f"{path}: not a list of records (top level is {type(data).__name__})")
-        return 0
+    text, data = loaded
     hardware = _hardware_from_path(path)
     if all(type(rec) is dict for rec in data):
         plain = [rec for rec in data if is_compile_record(rec) and plain_legacy(rec)]
