@@ -53,9 +53,21 @@ def run_online() -> None:
         with context.begin_transaction():
             context.run_migrations()
         return
-    engine = make_engine(_url())
+    from sqlalchemy.exc import OperationalError
+
+    from ledger.errors import first_line
+    from ledger.storage.url import redact
+
+    url = _url()
+    engine = make_engine(url)
     try:
-        with engine.connect() as connection:
+        try:
+            connection = engine.connect()
+        except OperationalError as exc:
+            # a stopped server, a wrong password, an unwritable path: one line, as
+            # `ledger` says it, not a driver traceback (and never the password)
+            raise CommandError(f"cannot open {redact(url)}: {redact(first_line(exc))}") from None
+        with connection:
             _configure(connection=connection)
             with context.begin_transaction():
                 context.run_migrations()

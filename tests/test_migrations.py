@@ -146,6 +146,15 @@ def test_alembic_cli_and_ledger_share_the_resolver(tmp_path):
     assert query(tmp_path / "ledger.db", "SELECT version_num FROM alembic_version") == [("0006",)]
 
 
+def test_alembic_cli_says_an_unopenable_database_in_one_line(tmp_path):
+    alembic = Path(sys.executable).with_name("alembic")
+    missing = tmp_path / "no" / "such" / "dir.db"
+    result = subprocess.run([alembic, "-x", f"db={missing}", "upgrade", "head"], cwd=REPO,
+                            capture_output=True, text=True)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert f"FAILED: cannot open {missing}: unable to open database file" in result.stderr
+
+
 def test_older_revision_is_not_silently_changed(db, tmp_path):
     db_at(db, "0002")
     result = run_cli("import", CORPUS, "--db", db)
