@@ -24,7 +24,6 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 BARE = r'''
 import hashlib, json, sys, time
@@ -63,8 +62,8 @@ def probe_once(objective, transform, cache_dir):
     from probes import ProbeSpec, run_probe
 
     recs = []
-    run_probe(ProbeSpec(objective=objective, transforms=[transform], isolate=True,
-                        cache_dir=cache_dir, steady_calls=1), on_record=recs.append)
+    run_probe(ProbeSpec.make(objective=objective, transforms=[transform], isolate=True,
+                             cache_dir=cache_dir, steady_calls=1), on_record=recs.append)
     (r,) = recs
     assert r["status"] == "ok", r["error"]
     return {"compile_s": r["compile_s"], "fingerprint": r["program_fingerprint"],
@@ -99,12 +98,13 @@ def compile_ratio(objective, transform, runs, with_cache):
 
 
 def overhead(objective, transforms, cache_dir):
+    from probes import ProbeSpec
     from probes.measure import Session
 
-    s = Session(objective=objective, cell={"dataset_class": "imaging", "instrument": "synthetic",
-                                           "n_batch": 8, "batch_size": 4, "mixed_precision": False},
-                cache_dir=cache_dir, tag=None, run_id="bench", phase=None, steady_calls=3)
-    s._objective()  # the builder's own time is the objective's, not the probe's
+    spec = ProbeSpec.make(objective=objective, transforms=transforms, cache_dir=cache_dir)
+    s = Session(objective=spec.resolved, cell=spec.cell(), cache_dir=spec.cache_dir, tag=None,
+                run_id="bench", phase=None, steady_calls=spec.steady_calls)
+    s.built()  # the builder's own time is the objective's, not the probe's
     rows = []
     for t in transforms:
         t0 = time.perf_counter()
@@ -150,7 +150,7 @@ def main():
 
 
 def _overhead_child(label, objective):
-    from probes.records import TRANSFORMS
+    from probes import TRANSFORMS
 
     with tempfile.TemporaryDirectory() as d:
         if label.startswith("10,000"):

@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from ledger.storage.revisions import HEAD
+
 from .conftest import db_at, query, run_cli
 
 LEDGER = Path(sys.executable).with_name("ledger")
@@ -108,7 +110,8 @@ def test_old_database_stops_the_probe_before_it_compiles(db):
     db_at(db, "0003")
     result = run_cli("probe", "--transforms", "jit", "--db", db)
     assert result.exit_code == 1
-    assert "this ledger needs 0005: run `ledger db upgrade`" in result.output
+    assert f"is at revision 0003, this ledger needs {HEAD}: run `ledger db upgrade`" in result.output
+    assert query(db, "SELECT count(*) FROM compile_records") == [(0,)]
 
 
 def test_objectives_lists_the_builtins():
@@ -116,6 +119,49 @@ def test_objectives_lists_the_builtins():
     assert result.exit_code == 0
     for name in ("toy", "mge", "pixelization", "laxmap_vag", "pyloop_vag"):
         assert f"  {name} " in result.output
+
+
+def test_cell_options_go_on_every_row(db):
+    r = _probe("-t", "jit,vag", "--dataset-class", "interferometer", "--instrument", "alma",
+               "--model-type", "toy_v2", "--db", db)
+    assert r.returncode == 0, r.stderr
+    assert query(db, "SELECT transform, dataset_class, instrument, model_type, objective, status "
+                     "FROM compile_records ORDER BY id") == [
+        ("jit", "interferometer", "alma", "toy_v2", "toy", "ok"),
+        ("vag", "interferometer", "alma", "toy_v2", "toy", "ok")]
+
+
+MYLENS = textwrap.dedent('''
+    import numpy as np
+    import jax.numpy as jnp
+
+    def build(cell):
+        # ndim tells the test which cell the builder was given
+        ndim = 3 if cell["instrument"] == "alma" else 5
+        return (lambda x: jnp.sum(x * x)), np.ones(ndim, np.float32)
+
+    def named(cell):
+        return build(cell)
+    named.model_type = "lens_mge"
+''')
+
+
+def test_user_objective_from_the_working_directory(tmp_path, db):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "mylens.py").write_text(MYLENS)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # --isolate: the child processes must find mylens too
+    isolated = _probe("-o", "mylens:build", "-t", "jit,vag", "--isolate", "--instrument", "alma",
+                      "--db", db, env=env, cwd=work)
+    assert isolated.returncode == 0, isolated.stderr
+    named = _probe("-o", "mylens:named", "-t", "jit", "--db", db, env=env, cwd=work)
+    assert named.returncode == 0, named.stderr
+    assert query(db, "SELECT transform, objective, model_type, dataset_class, instrument, ndim, status "
+                     "FROM compile_records ORDER BY id") == [
+        ("jit", "mylens:build", "mylens", "imaging", "alma", 3, "ok"),
+        ("vag", "mylens:build", "mylens", "imaging", "alma", 3, "ok"),
+        ("jit", "mylens:named", "lens_mge", "imaging", "synthetic", 5, "ok")]
 
 
 WHY_COLD = """

@@ -7,16 +7,13 @@ is configured before the first compile of a fresh process, as it is for users.
 from __future__ import annotations
 
 import json
-import os
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from probes import ProbeSpec, RECORD_KEYS  # noqa: E402
-from probes.evidence import decide_cache_state  # noqa: E402
-from probes.orchestrate import _payload, _run_child  # noqa: E402
+from ledger.record import PROBE_RECORD_FIELDS
+from probes import ProbeSpec
+from probes.evidence import decide_cache_state
+from probes.protocol import payload, run_child
 
 ALL = ["jit", "grad", "vag", "vmap", "vmap_vag", "laxmap_vag", "pyloop_vag"]
 
@@ -24,9 +21,9 @@ ALL = ["jit", "grad", "vag", "vmap", "vmap_vag", "laxmap_vag", "pyloop_vag"]
 def probe_process(transforms, cache_dir, run_id="r"):
     """One fresh probe process over `transforms`; its records in order."""
     recs = []
-    spec = ProbeSpec(objective="toy", transforms=transforms, steady_calls=1)
-    _run_child(_payload(spec, run_id, None, str(cache_dir) if cache_dir else None, transforms),
-               recs.append, None)
+    spec = ProbeSpec.make(objective="toy", transforms=transforms, steady_calls=1,
+                          cache_dir=str(cache_dir) if cache_dir else None)
+    run_child(payload(spec, run_id, None, spec.cache_dir, spec.transforms), recs.append)
     assert [r["transform"] for r in recs] == transforms
     return {r["transform"]: r for r in recs}
 
@@ -37,7 +34,7 @@ def test_two_processes_on_a_fresh_cache_dir_are_cold_then_warm(tmp_path):
     second = probe_process(ALL, cache)
     for t in ALL:
         c, w = first[t], second[t]
-        assert set(c) == set(RECORD_KEYS)
+        assert set(c) == set(PROBE_RECORD_FIELDS)
         assert (c["status"], w["status"]) == ("ok", "ok"), (c["error"], w["error"])
         assert (c["cache_state"], w["cache_state"]) == ("cold", "warm"), t
         assert c["cache_state_source"] == w["cache_state_source"] == "measured_events"

@@ -6,15 +6,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import sys
 import textwrap
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from probes import ProbeError, ProbeSpec, RECORD_KEYS, describe_builtins, run_probe  # noqa: E402
-from probes.objectives import resolve_objective  # noqa: E402
+from ledger.record import PROBE_RECORD_FIELDS
+from probes import ProbeError, ProbeSpec, describe_builtins, resolve_objective, run_probe
 
 USER_OBJECTIVES = textwrap.dedent('''
     import os
@@ -66,12 +63,12 @@ def collect(spec, progress=None):
 
 def test_in_process_record_shape_and_progress(tmp_path):
     progress = []
-    spec = ProbeSpec(objective="toy", transforms=["jit", "pyloop_vag"], tag="t1",
+    spec = ProbeSpec.make(objective="toy", transforms=["jit", "pyloop_vag"], tag="t1",
                      n_batch=6, batch_size=3, steady_calls=2, run_id="run-a")
     outcome, recs = collect(spec, progress)
     assert outcome.ok and not outcome.failed and outcome.run_id == "run-a"
     for r in recs:
-        assert list(r) == list(RECORD_KEYS)
+        assert list(r) == list(PROBE_RECORD_FIELDS)
         assert r["status"] == "ok" and r["error"] is None
         assert r["run_id"] == "run-a" and r["phase"] is None and r["tag"] == "t1"
         assert (r["model_type"], r["objective"], r["ndim"]) == ("toy", "toy", 8)
@@ -92,7 +89,7 @@ def test_in_process_record_shape_and_progress(tmp_path):
 
 
 def test_failing_transform_is_a_failed_record_and_the_others_run(user_objectives):
-    spec = ProbeSpec(objective=f"{user_objectives}:while_loop", transforms=["jit", "grad", "vmap"])
+    spec = ProbeSpec.make(objective=f"{user_objectives}:while_loop", transforms=["jit", "grad", "vmap"])
     outcome, recs = collect(spec)
     assert [r["transform"] for r in recs] == ["jit", "grad", "vmap"]
     assert [r["status"] for r in recs] == ["ok", "failed", "ok"]
@@ -100,11 +97,11 @@ def test_failing_transform_is_a_failed_record_and_the_others_run(user_objectives
     bad = recs[1]
     assert "while_loop" in bad["error"] or "Reverse-mode" in bad["error"]
     assert all(bad[k] is None for k in ("trace_s", "compile_s", "first_s", "steady_s"))
-    assert bad["model_type"] == f"{user_objectives}:while_loop"
+    assert bad["model_type"] == user_objectives  # the module's name, not the spec string
 
 
 def test_builder_that_returns_garbage_fails_every_transform(user_objectives):
-    outcome, recs = collect(ProbeSpec(objective=f"{user_objectives}:not_a_builder_result",
+    outcome, recs = collect(ProbeSpec.make(objective=f"{user_objectives}:not_a_builder_result",
                                       transforms=["jit", "vag"]))
     assert [r["status"] for r in recs] == ["failed", "failed"] and outcome.failed
     assert "TypeError" in recs[0]["error"]
@@ -112,7 +109,7 @@ def test_builder_that_returns_garbage_fails_every_transform(user_objectives):
 
 def test_isolate_runs_each_transform_in_its_own_process(tmp_path):
     progress = []
-    outcome, recs = collect(ProbeSpec(objective="toy", transforms=["jit", "vag"], isolate=True,
+    outcome, recs = collect(ProbeSpec.make(objective="toy", transforms=["jit", "vag"], isolate=True,
                                       cache_dir=str(tmp_path / "c")), progress)
     assert outcome.ok and [r["status"] for r in recs] == ["ok", "ok"]
     pids = {json.loads(r["provenance"])["pid"] for r in recs}
@@ -124,7 +121,7 @@ def test_isolate_runs_each_transform_in_its_own_process(tmp_path):
 def test_cold_warm_pair_shares_run_id_in_a_fresh_dir(tmp_path):
     base = tmp_path / "caches"
     (base / "old").mkdir(parents=True)
-    outcome, recs = collect(ProbeSpec(objective="toy", transforms=["jit", "vmap_vag"],
+    outcome, recs = collect(ProbeSpec.make(objective="toy", transforms=["jit", "vmap_vag"],
                                       cold_warm=True, cache_dir=str(base)))
     assert outcome.ok
     assert [(r["phase"], r["transform"], r["cache_state"]) for r in recs] == [
@@ -139,7 +136,7 @@ def test_cold_warm_pair_shares_run_id_in_a_fresh_dir(tmp_path):
 
 def test_a_process_that_dies_mid_transform_keeps_the_other_rows(user_objectives):
     # No --cache-dir: cold_warm uses a temp dir of its own, removed afterwards.
-    outcome, recs = collect(ProbeSpec(objective=f"{user_objectives}:dies_in_grad",
+    outcome, recs = collect(ProbeSpec.make(objective=f"{user_objectives}:dies_in_grad",
                                       transforms=["jit", "grad", "vmap"], cold_warm=True))
     assert [(r["phase"], r["transform"], r["status"]) for r in recs] == [
         ("cold", "jit", "ok"), ("cold", "grad", "failed"), ("cold", "vmap", "ok"),
@@ -164,7 +161,7 @@ def test_a_process_that_dies_mid_transform_keeps_the_other_rows(user_objectives)
 ])
 def test_user_errors_are_one_line_probe_errors(kwargs, message):
     with pytest.raises(ProbeError) as exc:
-        run_probe(ProbeSpec(**kwargs), on_record=lambda r: pytest.fail("no record expected"))
+        ProbeSpec.make(**kwargs)
     assert message in str(exc.value) and "\n" not in str(exc.value)
 
 
@@ -172,3 +169,34 @@ def test_builtins_are_listed_and_resolve():
     names = [n for n, _ in describe_builtins()]
     assert names == ["toy", "mge", "pixelization"]
     assert resolve_objective("mge").model_type == "mge"
+
+
+def test_run_probe_takes_only_a_validated_spec():
+    with pytest.raises(TypeError, match=r"ProbeSpec\.make"):
+        run_probe(ProbeSpec(), on_record=lambda r: pytest.fail("no record expected"))
+
+
+def test_spec_is_validated_and_normalised_once(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    spec = ProbeSpec.make(transforms="vag, jit", cache_dir="c", n_batch="6", batch_size=3)
+    assert spec.transforms == ("vag", "jit") and (spec.n_batch, spec.batch_size) == (6, 3)
+    assert spec.cache_dir == str(tmp_path / "c") and os.path.isdir(spec.cache_dir)
+    assert spec.model_type == "toy" and spec.resolved.model_type == "toy"
+    assert spec.validated() is spec  # already valid: nothing is done again
+    assert spec.cell() == {"dataset_class": "imaging", "model_type": "toy", "instrument": "synthetic",
+                           "n_batch": 6, "batch_size": 3, "mixed_precision": False}
+    assert ProbeSpec.make(model_type="toy_v2").cell()["model_type"] == "toy_v2"
+
+
+def test_user_model_type_is_the_builders_attribute_else_its_module(tmp_path, monkeypatch):
+    (tmp_path / "lens_objs.py").write_text(textwrap.dedent('''
+        def plain(cell):
+            pass
+
+        def named(cell):
+            pass
+        named.model_type = "mge"
+    '''))
+    monkeypatch.chdir(tmp_path)  # the working directory is on the import path
+    assert resolve_objective("lens_objs:plain").model_type == "lens_objs"
+    assert resolve_objective("lens_objs:named").model_type == "mge"
