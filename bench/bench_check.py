@@ -1,0 +1,132 @@
+"""`ledger check` on a 1,000,000-row ledger, against one bare SQL query (sqlite3) that
+reads the same rows and columns the check reads.
+
+The ledger: 1,050 comparability keys (50 hosts x 3 models x 7 transforms) over 17
+cache dirs; half the rows are pinned (`ledger pins update`), then the other half
+arrives, so the check judges ~300,000 warm rows against their pins, stores a verdict
+for each, and finds the cache cells whose newest row is cold.
+
+Target: `ledger check` (the installed entry point, a subprocess) at most 3x the bare
+query. Also printed: the check as a library call (no interpreter start-up) and the
+CLI's fixed start-up (the same check on an empty ledger).
+Run: .venv/bin/python bench/bench_check.py [N]
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import BIN, TRANSFORMS, verdict  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+COLUMNS = ("transform", "compile_s", "dataset_class", "model_type", "instrument", "hardware", "jax_version",
+           "cache_dir", "mixed_precision", "tag", "hostname", "timestamp", "cache_state", "cache_state_source",
+           "status", "host_cpu_count", "host_load_avg_1m")
+
+
+def rows(start: int, n: int, month: int):
+    rnd = random.Random(start)
+    for i in range(start, start + n):
+        no_dir = i % 10 == 0
+        # the second month is the cache working: cold rows are rare, a few warm ones slow
+        cold_share = 0.3 if month == 7 else 0.001
+        state = "none" if no_dir else "cold" if rnd.random() < cold_share else "warm" if i % 19 else "unknown"
+        slow = 1.0 if rnd.random() > 0.001 else 10.0
+        compile_s = (rnd.uniform(2, 2.6) * slow) if state == "warm" else rnd.uniform(50, 300)
+        yield (TRANSFORMS[i % 7], compile_s, "imaging", ("mge", "pixelization", "knn")[i % 3], "hst",
+               "local_cpu", "0.10.2", "" if no_dir else f"/tmp/cache{i % 17}", False, f"t{i % 40}",
+               f"node{i % 50}", f"2026-{month:02d}-{1 + (i // 40_000) % 28:02d}T{i % 24:02d}:{i % 60:02d}:00.{i:07d}",
+               state, "measured_events", "failed" if i % 997 == 0 else "ok", 32,
+               rnd.uniform(0, 40) if i % 53 == 0 else rnd.uniform(0, 8))
+
+
+def insert(path: Path, start: int, n: int, month: int) -> None:
+    con = sqlite3.connect(path)
+    with con:
+        con.executemany(f"INSERT INTO compile_records ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})",
+                        rows(start, n, month))
+    con.close()
+
+
+def ledger(*args) -> None:
+    subprocess.run([BIN / "ledger", *map(str, args)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def build(path: Path, n: int) -> None:
+    ledger("db", "upgrade", "--db", path)
+    insert(path, 0, n // 2, 7)
+    ledger("pins", "update", "--db", path)
+    insert(path, n // 2, n - n // 2, 8)
+
+
+# Every column the check reads, of every row it reads (the ok rows), in one scan.
+FLOOR_SQL = ("SELECT sum(length(hardware) + length(hostname) + length(jax_version) + length(dataset_class)"
+             " + length(model_type) + length(instrument) + length(transform) + length(cache_dir) + length(cache_state)"
+             " + mixed_precision + host_cpu_count), sum(compile_s), sum(host_load_avg_1m), max(timestamp)"
+             " FROM compile_records WHERE COALESCE(status, 'ok') = 'ok'")
+
+
+def floor(path: Path) -> float:
+    con = sqlite3.connect(path)
+    t0 = time.perf_counter()
+    con.execute(FLOOR_SQL).fetchall()
+    wall = time.perf_counter() - t0
+    con.close()
+    return wall
+
+
+def cli_check(path: Path) -> float:
+    t0 = time.perf_counter()
+    rc = subprocess.run([BIN / "ledger", "check", "--db", path], stdout=subprocess.DEVNULL).returncode
+    assert rc in (0, 1), rc
+    return time.perf_counter() - t0
+
+
+def library_check(path: Path):
+    from ledger.storage.open import open_ledger
+    from ledger.watch.check import run_check
+
+    with open_ledger(str(path), "write", create=False) as led:
+        t0 = time.perf_counter()
+        result = run_check(led.engine)
+        return time.perf_counter() - t0, result
+
+
+def main() -> None:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
+    with tempfile.TemporaryDirectory() as tmp:
+        src, work = Path(tmp) / "ledger.db", Path(tmp) / "work.db"
+        t0 = time.perf_counter()
+        build(src, n)
+        print(f"built {n:,} rows (half pinned) in {time.perf_counter() - t0:.1f}s")
+        floors, clis, libs = [], [], []
+        for _ in range(3):
+            shutil.copy(src, work)
+            floors.append(floor(work))
+            clis.append(cli_check(work))
+            shutil.copy(src, work)
+            wall, result = library_check(work)
+            libs.append(wall)
+        empty = Path(tmp) / "empty.db"
+        ledger("db", "upgrade", "--db", empty)
+        start = min(cli_check(empty) for _ in range(3))
+        f, c, lib = min(floors), min(clis), min(libs)
+        print(f"bare SQL scan (floor): {f:.2f}s   ledger check: {c:.2f}s   library run_check: {lib:.2f}s"
+              "   (best of 3)")
+        print(f"ratio {c / f:.2f}x (target <= 3x) {verdict(c / f, 3)}; library call {lib / f:.2f}x;"
+              f" CLI start-up (check of an empty ledger) {start:.2f}s")
+        print(f"verdicts: {result.counts}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""`ledger pins`: sticky warm-compile pins, one per comparability key."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from ledger.cli.options import DbOpt
+
+app = typer.Typer(help="Sticky warm-compile pins: the expected warm compile of each key.", no_args_is_help=True)
+
+# The filters every watch command takes (ledger.watch.pins.FILTER_FIELDS).
+HardwareOpt = Annotated[Optional[str], typer.Option("--hardware", help="Only this hardware (e.g. local_cpu).")]
+HostnameOpt = Annotated[Optional[str], typer.Option("--hostname", help="Only this host.")]
+DatasetOpt = Annotated[Optional[str], typer.Option("--dataset-class", help="Only this dataset class.")]
+ModelOpt = Annotated[Optional[str], typer.Option("--model-type", help="Only this model type.")]
+InstrumentOpt = Annotated[Optional[str], typer.Option("--instrument", help="Only this instrument.")]
+TransformOpt = Annotated[Optional[str], typer.Option("--transform", help="Only this transform (jit, grad, vag, ...).")]
+
+
+def filters_of(hardware, hostname, dataset_class, model_type, instrument, transform) -> dict:
+    return {"hardware": hardware, "hostname": hostname, "dataset_class": dataset_class,
+            "model_type": model_type, "instrument": instrument, "transform": transform}
+
+
+@app.command("update")
+def update_cmd(
+    repin: Annotated[bool, typer.Option("--repin", help="Move the matching pins to their newest pinnable row.")] = False,
+    check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 if pins would change.")] = False,
+    allow_loaded: Annotated[bool, typer.Option("--allow-loaded", help="Pin rows measured on a loaded host too.")] = False,
+    hardware: HardwareOpt = None, hostname: HostnameOpt = None, dataset_class: DatasetOpt = None,
+    model_type: ModelOpt = None, instrument: InstrumentOpt = None, transform: TransformOpt = None,
+    db: DbOpt = None,
+) -> None:
+    """Pin every unpinned key to its newest warm ok row; existing pins move only with --repin."""
+    from ledger.storage.open import open_ledger
+    from ledger.watch.pins import update_pins
+
+    filters = filters_of(hardware, hostname, dataset_class, model_type, instrument, transform)
+    with open_ledger(db, "read" if check else "write", create=False) as ledger:
+        plan = update_pins(ledger.engine, filters=filters, repin=repin, allow_loaded=allow_loaded, dry_run=check)
+    for change in plan.changes:
+        typer.echo(change.line())
+    typer.echo(plan.summary() + (" (--check: nothing written)" if check else ""))
+    if check and plan.changes:
+        raise typer.Exit(1)
+
+
+@app.command("list")
+def list_cmd(
+    json: Annotated[bool, typer.Option("--json", help="JSON output.")] = False,
+    hardware: HardwareOpt = None, hostname: HostnameOpt = None, dataset_class: DatasetOpt = None,
+    model_type: ModelOpt = None, instrument: InstrumentOpt = None, transform: TransformOpt = None,
+    db: DbOpt = None,
+) -> None:
+    """List the pins."""
+    from ledger.output import format_json, format_table
+    from ledger.storage.open import open_ledger
+    from ledger.watch.pins import list_pins
+
+    filters = filters_of(hardware, hostname, dataset_class, model_type, instrument, transform)
+    with open_ledger(db, "read") as ledger:
+        columns, rows = list_pins(ledger.engine, filters)
+    typer.echo((format_json if json else format_table)(columns, rows), nl=False)

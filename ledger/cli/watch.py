@@ -1,0 +1,71 @@
+"""`ledger check` and `ledger explain`: is the cache still applying, and if not, why."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Annotated, Optional
+
+import typer
+
+from ledger.cli.options import DbOpt
+from ledger.cli.pins import (DatasetOpt, HardwareOpt, HostnameOpt, InstrumentOpt, ModelOpt, TransformOpt,
+                             filters_of)
+
+
+def _tolerance(value: float) -> float:
+    if not math.isfinite(value) or value < 1.0:
+        raise typer.BadParameter("must be a factor of at least 1.0 (1.5: 50% slower than the pin)")
+    return value
+
+
+def _since(value: Optional[str]) -> Optional[str]:
+    if value is not None:
+        try:
+            datetime.fromisoformat(value)
+        except ValueError:
+            raise typer.BadParameter(f"{value!r} is not an ISO timestamp (e.g. 2026-07-28 or 2026-07-28T17:42)") from None
+    return value
+
+
+def check_cmd(
+    tolerance: Annotated[float, typer.Option("--tolerance", callback=_tolerance,
+                                             help="A warm row slower than this times its pin is a regression.")] = 1.5,
+    json: Annotated[bool, typer.Option("--json", help="A JSON document (for CI) instead of lines.")] = False,
+    since: Annotated[Optional[str], typer.Option("--since", callback=_since,
+                                                 help="Only rows from this timestamp on (ISO).")] = None,
+    hardware: HardwareOpt = None, hostname: HostnameOpt = None, dataset_class: DatasetOpt = None,
+    model_type: ModelOpt = None, instrument: InstrumentOpt = None, transform: TransformOpt = None,
+    db: DbOpt = None,
+) -> None:
+    """Check warm rows against their pins and find cache cells that went cold.
+
+    Exit 1 on any regression or went-cold, 0 when clean. Each run is stored
+    (check_runs, verdicts)."""
+    from ledger.storage.open import open_ledger
+    from ledger.watch.check import finding_line, run_check
+
+    filters = filters_of(hardware, hostname, dataset_class, model_type, instrument, transform)
+    with open_ledger(db, "write", create=False) as ledger:
+        result = run_check(ledger.engine, tolerance=tolerance, filters=filters, since=since)
+    if json:
+        typer.echo(result.as_json(), nl=False)
+    else:
+        for finding in result.findings:
+            typer.echo(finding_line(finding))
+        typer.echo(result.summary())
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)
+
+
+def explain_cmd(
+    row_id: Annotated[int, typer.Argument(help="A cold row's id (compile_records.id).")],
+    db: DbOpt = None,
+) -> None:
+    """Why a cold row was cold: what differs from its cell's last warm row."""
+    from ledger.storage.open import open_ledger
+    from ledger.watch.explain import explain_row
+
+    with open_ledger(db, "read") as ledger:
+        diagnosis = explain_row(ledger.engine, row_id)
+    typer.echo("\n".join(diagnosis.lines()))

@@ -1,0 +1,219 @@
+"""`ledger check` and `ledger explain` on real temp databases."""
+
+from __future__ import annotations
+
+import json
+
+from .conftest import CORPUS, compile_records_of_corpus, query, run_cli
+from .test_pins import add, rec
+
+LATER = "2026-07-02T10:00:00"
+KEY = "local_cpu/node1 jax 0.10.2 imaging/mge/hst jit"
+COMPONENTS = {"XLA flags": "f0", "jax_lib version": "j0", "compile_options": "o0", "computation": "c0"}
+
+
+def pinned(db, tmp_path, **fields) -> int:
+    (row,) = add(db, tmp_path, rec(**fields))
+    assert run_cli("pins", "update", "--db", db).exit_code == 0
+    return row
+
+
+def test_a_10x_warm_row_is_a_regression(db, tmp_path):
+    pin_row = pinned(db, tmp_path, compile_s=2.0)
+    (slow,) = add(db, tmp_path, rec(compile_s=20.0, timestamp=LATER))
+    result = run_cli("check", "--db", db)
+    assert result.exit_code == 1
+    assert result.output == (
+        f"regression    {KEY}: row {slow} compile_s 20s vs pin 2s (pin 1) = 10.00x > 1.5x\n"
+        "check run 1 (tolerance 1.5x): 0 ok, 1 regression, 0 inconclusive, 0 went-cold\n"
+    )
+    assert query(db, "SELECT check_run_id, pin_id, row_id, compile_s, pin_compile_s, ratio, tolerance, verdict"
+                     " FROM verdicts") == [(1, 1, slow, 20.0, 2.0, 10.0, 1.5, "regression")]
+    assert query(db, "SELECT id, tolerance, filters, exit_code FROM check_runs") == [(1, 1.5, "{}", 1)]
+    assert pin_row != slow
+
+
+def test_noise_within_the_tolerance_is_ok_and_stored(db, tmp_path):
+    pinned(db, tmp_path, compile_s=2.0)
+    (noisy,) = add(db, tmp_path, rec(compile_s=2.4, timestamp=LATER))
+    result = run_cli("check", "--db", db)
+    assert (result.exit_code, result.output) == (0, "check run 1 (tolerance 1.5x): 1 ok, 0 regression, 0 inconclusive, 0 went-cold\n")
+    assert query(db, "SELECT row_id, round(ratio, 3), verdict, cause FROM verdicts") == [(noisy, 1.2, "ok", None)]
+    tight = run_cli("check", "--tolerance", "1.1", "--db", db)
+    assert tight.exit_code == 1 and tight.output.startswith("regression ")
+    assert query(db, "SELECT id, tolerance, exit_code FROM check_runs") == [(1, 1.5, 0), (2, 1.1, 1)]
+
+
+def test_a_loaded_host_row_is_inconclusive_and_does_not_fail(db, tmp_path):
+    pinned(db, tmp_path, compile_s=2.0)
+    (busy,) = add(db, tmp_path, rec(compile_s=20.0, timestamp=LATER, host_load_avg_1m=12.5, host_cpu_count=8))
+    result = run_cli("check", "--db", db)
+    assert result.exit_code == 0
+    assert result.output == (
+        f"inconclusive  {KEY}: row {busy} compile_s 20s vs pin 2s (pin 1) = 10.00x, not judged:"
+        " loaded host: 1-minute load 12.5 > 8 usable cores\n"
+        "check run 1 (tolerance 1.5x): 0 ok, 0 regression, 1 inconclusive, 0 went-cold\n"
+    )
+
+
+def test_another_hosts_row_triggers_nothing(db, tmp_path):
+    pinned(db, tmp_path, compile_s=2.0)
+    add(db, tmp_path, rec(compile_s=20.0, timestamp=LATER, hostname="laptop"),
+        rec(compile_s=20.0, timestamp=LATER, jax_version="0.10.3"),
+        rec(compile_s=20.0, timestamp=LATER, transform="grad"),
+        rec(compile_s=90.0, timestamp=LATER, cache_state="none", cache_dir=""))
+    result = run_cli("check", "--db", db)
+    assert (result.exit_code, result.output) == (0, "check run 1 (tolerance 1.5x): 0 ok, 0 regression, 0 inconclusive, 0 went-cold\n")
+    assert query(db, "SELECT count(*) FROM verdicts") == [(0,)]
+
+
+def test_rows_older_than_the_pin_are_not_judged(db, tmp_path):
+    add(db, tmp_path, rec(compile_s=50.0, timestamp="2026-06-01T00:00:00"))
+    pinned(db, tmp_path, compile_s=2.0)
+    assert run_cli("check", "--db", db).exit_code == 0
+    assert query(db, "SELECT count(*) FROM verdicts") == [(0,)]
+
+
+def test_filters_and_since_narrow_the_check(db, tmp_path):
+    pinned(db, tmp_path, compile_s=2.0)
+    add(db, tmp_path, rec(compile_s=20.0, timestamp=LATER))
+    assert run_cli("check", "--model-type", "other", "--db", db).exit_code == 0
+    assert run_cli("check", "--since", "2026-07-03", "--db", db).exit_code == 0
+    assert run_cli("check", "--since", "2026-07-02", "--hostname", "node1", "--db", db).exit_code == 1
+    assert query(db, "SELECT filters, exit_code FROM check_runs ORDER BY id")[-1] == (
+        '{"hostname": "node1", "since": "2026-07-02"}', 1)
+
+
+def test_json_for_ci(db, tmp_path):
+    pinned(db, tmp_path, compile_s=2.0)
+    (slow,) = add(db, tmp_path, rec(compile_s=20.0, timestamp=LATER))
+    result = run_cli("check", "--json", "--db", db)
+    doc = json.loads(result.output)
+    assert result.exit_code == 1
+    assert doc["counts"] == {"ok": 0, "regression": 1, "inconclusive": 0, "went-cold": 0}
+    assert (doc["check_run_id"], doc["exit_code"], doc["tolerance"]) == (1, 1, 1.5)
+    (finding,) = doc["findings"]
+    assert {k: finding[k] for k in ("verdict", "row_id", "ratio", "hostname", "transform", "mixed_precision")} == {
+        "verdict": "regression", "row_id": slow, "ratio": 10.0, "hostname": "node1", "transform": "jit",
+        "mixed_precision": False}
+
+
+def test_usage_errors_exit_2(db, tmp_path):
+    pinned(db, tmp_path)
+    for args in (["--tolerance", "0.5"], ["--tolerance", "nan"], ["--tolerance", "x"], ["--since", "yesterday"]):
+        result = run_cli("check", *args, "--db", db)
+        assert result.exit_code == 2, (args, result.output)
+    assert query(db, "SELECT count(*) FROM check_runs") == [(0,)]
+
+
+def test_check_on_a_missing_database_creates_nothing(tmp_path):
+    missing = tmp_path / "nope.db"
+    assert run_cli("check", "--db", missing).output == f"error: no ledger database at {missing}\n"
+    assert not missing.exists()
+
+
+# -- went cold ---------------------------------------------------------------------------
+
+def _cold_after_warm(db, tmp_path, warm=None, cold=None):
+    warm_id, cold_id = add(db, tmp_path, rec(**(warm or {})),
+                           rec(cache_state="cold", compile_s=60.0, timestamp=LATER, **(cold or {})))
+    return warm_id, cold_id
+
+
+def _evidence(components=COMPONENTS, fingerprint="p0", files_before=3, **changes):
+    return {"cache_key_components": json.dumps({**components, **changes}), "program_fingerprint": fingerprint,
+            "cache_files_before": files_before}
+
+
+def test_went_cold_names_the_component_that_changed(db, tmp_path):
+    warm, cold = _cold_after_warm(db, tmp_path, _evidence(), _evidence(**{"XLA flags": "f1"}))
+    result = run_cli("check", "--db", db)
+    assert result.exit_code == 1
+    assert result.output == (
+        f"went-cold     {KEY}, cache dir /tmp/jax-cache: row {cold} is cold: XLA flags (last warm row {warm})\n"
+        "check run 1 (tolerance 1.5x): 0 ok, 0 regression, 0 inconclusive, 1 went-cold\n"
+    )
+    assert query(db, "SELECT pin_id, row_id, verdict, cause FROM verdicts") == [
+        (None, cold, "went-cold", f"XLA flags (last warm row {warm})")]
+
+
+def test_went_cold_links_the_pin_of_its_key(db, tmp_path):
+    pinned(db, tmp_path, compile_s=2.0, **_evidence())
+    add(db, tmp_path, rec(cache_state="cold", compile_s=60.0, timestamp=LATER, **_evidence(**{"jax_lib version": "j1"})))
+    assert run_cli("check", "--db", db).exit_code == 1
+    assert query(db, "SELECT pin_id, pin_compile_s, ratio, cause LIKE 'jax_lib version (%' FROM verdicts") == [
+        (1, 2.0, 30.0, 1)]
+
+
+def test_computation_same_program_different_hash(db, tmp_path):
+    _cold_after_warm(db, tmp_path, _evidence(), _evidence(computation="c1"))
+    run_cli("check", "--db", db)
+    assert query(db, "SELECT cause FROM verdicts")[0][0].startswith(
+        "computation (same program, different hash) (last warm row ")
+
+
+def test_computation_program_changed(db, tmp_path):
+    _cold_after_warm(db, tmp_path, _evidence(), _evidence(computation="c1", fingerprint="p1"))
+    run_cli("check", "--db", db)
+    assert query(db, "SELECT cause FROM verdicts")[0][0].startswith("computation (program changed) (last warm row ")
+
+
+def test_an_emptied_cache_dir_is_a_cause(db, tmp_path):
+    _cold_after_warm(db, tmp_path, _evidence(), _evidence(files_before=0))
+    run_cli("check", "--db", db)
+    assert query(db, "SELECT cause FROM verdicts")[0][0].startswith("cache dir was empty before the compile (last")
+
+
+def test_a_cell_that_is_warm_again_or_was_never_warm_is_not_went_cold(db, tmp_path):
+    add(db, tmp_path, rec(cache_state="cold", timestamp="2026-06-01T00:00:00"), rec(),  # cold then warm
+        rec(cache_state="cold", transform="grad"),  # only ever cold: the first compile
+        rec(transform="vag"), rec(transform="vag", cache_state="cold", cache_dir="/other", timestamp=LATER))
+    assert run_cli("check", "--db", db).output.endswith("0 went-cold\n")
+
+
+def test_a_legacy_cold_row_after_a_warm_one_has_cause_unknown(db, tmp_path):
+    assert run_cli("import", CORPUS, "--db", db).exit_code == 0
+    warm = next(r for r in compile_records_of_corpus() if r["tag"] == "prodigy-census-warm" and r["transform"] == "jit")
+    # a legacy record: no cache_state, no evidence; the backfill reads "cold" from its tag
+    (cold,) = add(db, tmp_path, {**warm, "tag": "prodigy-census-cold", "timestamp": "2026-08-01T00:00:00"})
+    assert query(db, "SELECT cache_state, cache_state_source FROM compile_records WHERE id = ?", (cold,)) == [("cold", "tag")]
+    result = run_cli("explain", cold, "--db", db)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == f"row {cold}: cold, compile_s {warm['compile_s']:.4g}, tag prodigy-census-cold, 2026-08-01T00:00:00"
+    assert lines[2].startswith("last warm row before it: row ") and lines[3:] == ["cause: cause unknown"]
+    check = run_cli("check", "--db", db)
+    assert check.exit_code == 1
+    assert check.output.splitlines()[0].startswith(f"went-cold     local_cpu/{warm['hostname']} jax 0.10.2 imaging/")
+    assert f"row {cold} is cold: cause unknown (last warm row " in check.output
+
+
+def test_explain_names_the_warm_row_and_the_values(db, tmp_path):
+    warm, cold = _cold_after_warm(db, tmp_path, {**_evidence(), "xla_flags": ""},
+                                  {**_evidence(**{"XLA flags": "f1"}), "xla_flags": "--xla_cpu_enable_fast_math=false"})
+    result = run_cli("explain", cold, "--db", db)
+    assert result.exit_code == 0
+    assert result.output == (
+        f"row {cold}: cold, compile_s 60, tag t, {LATER}\n"
+        f"cell: {KEY}, cache dir /tmp/jax-cache\n"
+        f"last warm row before it: row {warm}, compile_s 2, tag t, 2026-07-01T10:00:00\n"
+        "cause: XLA flags\n"
+        "  xla_flags: (none) -> --xla_cpu_enable_fast_math=false\n"
+    )
+    before = db.read_bytes()
+    assert run_cli("explain", cold, "--db", db).exit_code == 0 and db.read_bytes() == before
+
+
+def test_explain_refuses_a_warm_row_and_a_missing_id(db, tmp_path):
+    warm, cold = _cold_after_warm(db, tmp_path)
+    assert run_cli("explain", warm, "--db", db).output == (
+        f"error: row {warm} is warm, not cold: explain diagnoses cold rows\n")
+    assert run_cli("explain", warm, "--db", db).exit_code == 1
+    missing = run_cli("explain", 999, "--db", db)
+    assert (missing.exit_code, missing.output) == (1, "error: no compile row with id 999\n")
+    assert run_cli("explain", "x", "--db", db).exit_code == 2
+
+
+def test_explain_a_first_cold_compile(db, tmp_path):
+    (cold,) = add(db, tmp_path, rec(cache_state="cold"))
+    assert run_cli("explain", cold, "--db", db).output.splitlines()[-1].startswith("no earlier warm row of this cell")

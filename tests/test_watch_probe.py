@@ -1,0 +1,55 @@
+"""The watch end to end, on real compiles: the toy objective cold, then warm, pinned,
+then probed again with XLA_FLAGS changed. The installed `ledger` entry point in
+subprocesses, a real JAX cache dir, a real SQLite ledger."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from .conftest import query
+
+LEDGER = shutil.which("ledger", path=str(Path(sys.executable).parent)) or "ledger"
+# A harmless CPU flag jax 0.10.2 accepts; it is hashed into the cache key's "XLA flags".
+FLAG = "--xla_cpu_enable_fast_math=false"
+
+
+def _ledger(*args, env):
+    return subprocess.run([LEDGER, *map(str, args)], capture_output=True, text=True, env=env)
+
+
+def test_changed_xla_flags_send_the_cell_cold_and_check_names_them(tmp_path, db):
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    probe = ("probe", "--objective", "toy", "--transforms", "jit", "--cache-dir", tmp_path / "jax-cache", "--db", db)
+    for tag in ("first", "second"):
+        run = _ledger(*probe, "--tag", tag, env=env)
+        assert run.returncode == 0, run.stderr
+    assert query(db, "SELECT tag, cache_state FROM compile_records ORDER BY id") == [("first", "cold"), ("second", "warm")]
+    (warm,) = query(db, "SELECT id FROM compile_records WHERE tag = 'second'")[0]
+
+    # --allow-loaded: a 2-core CI box running the suite is often "loaded" by the rule,
+    # and the pin is not what this test is about
+    pins = _ledger("pins", "update", "--allow-loaded", "--db", db, env=env)
+    assert (pins.returncode, pins.stdout.splitlines()[-1]) == (0, "1 pins: 1 new, 0 repinned, 0 unchanged")
+    clean = _ledger("check", "--db", db, env=env)
+    assert (clean.returncode, clean.stdout) == (0, "check run 1 (tolerance 1.5x): 0 ok, 0 regression, 0 inconclusive, 0 went-cold\n")
+
+    flagged = _ledger(*probe, "--tag", "flagged", env={**env, "XLA_FLAGS": FLAG})
+    assert flagged.returncode == 0, flagged.stderr
+    (cold,) = query(db, "SELECT id FROM compile_records WHERE tag = 'flagged' AND cache_state = 'cold'")[0]
+
+    check = _ledger("check", "--db", db, env=env)
+    assert check.returncode == 1, check.stderr
+    finding, summary = check.stdout.splitlines()
+    assert finding.startswith("went-cold ") and " jit, cache dir " in finding
+    assert finding.endswith(f"row {cold} is cold: XLA flags (last warm row {warm})")
+    assert summary == "check run 2 (tolerance 1.5x): 0 ok, 0 regression, 0 inconclusive, 1 went-cold"
+    assert query(db, "SELECT verdict, row_id, pin_id FROM verdicts WHERE check_run_id = 2") == [("went-cold", cold, 1)]
+
+    explain = _ledger("explain", cold, "--db", db, env=env)
+    assert explain.returncode == 0, explain.stderr
+    assert "cause: XLA flags" in explain.stdout.splitlines()
+    assert f"  xla_flags: (none) -> {FLAG}" in explain.stdout.splitlines()
