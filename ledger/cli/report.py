@@ -1,0 +1,61 @@
+"""`ledger report`: the ledger per comparability key, as markdown, HTML or a README block."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ledger.cli.options import DbOpt
+from ledger.errors import LedgerError
+
+
+def report_cmd(
+    html: Annotated[Optional[Path], typer.Option("--html", help="Also write a self-contained HTML page with charts.",
+                                                 dir_okay=False)] = None,
+    update: Annotated[Optional[Path], typer.Option(
+        "--update", help="Rewrite the report between <!-- ledger-report:start/end --> in this file.",
+        dir_okay=False)] = None,
+    check: Annotated[bool, typer.Option("--check", help="With --update: write nothing, exit 1 if the block is stale.")]
+    = False,
+    model_type: Annotated[Optional[str], typer.Option("--model-type", help="Only this model type.")] = None,
+    hostname: Annotated[Optional[str], typer.Option("--hostname", help="Only this host.")] = None,
+    db: DbOpt = None,
+) -> None:
+    """Markdown report: one table per host key (hardware, hostname, jax, precision), never ranked across keys."""
+    from ledger.storage.open import open_ledger
+    from ledger.watch import report
+
+    if check and update is None:
+        raise typer.BadParameter("--check needs --update FILE", param_hint="--check")
+    filters = {"model_type": model_type, "hostname": hostname}
+    with open_ledger(db, "read") as ledger:
+        text = report.markdown(report.build(ledger.engine, filters))
+        if html is not None:
+            from ledger.watch.charts import write_html
+
+            try:
+                n = write_html(ledger.engine, html, filters)
+            except OSError as exc:
+                raise LedgerError(f"cannot write {html}: {exc.strerror}") from None
+            typer.echo(f"wrote {html} ({n} charts)", err=True)
+    if update is None:
+        typer.echo(text, nl=False)
+        return
+    _update(update, text, check)
+
+
+def _update(path: Path, text: str, check: bool) -> None:
+    from ledger.watch.readme_block import update as update_block
+
+    try:
+        stale = update_block(path, text, check=check)
+    except OSError as exc:
+        raise LedgerError(f"cannot write {path}: {exc.strerror}") from None
+    if check:
+        typer.echo(f"{path}: report block is {'stale: run ledger report --update' if stale else 'up to date'}")
+        if stale:
+            raise typer.Exit(1)
+    else:
+        typer.echo(f"{path}: report block {'updated' if stale else 'already up to date'}")

@@ -1,0 +1,174 @@
+"""`ledger report --html`: one self-contained page, charts drawn by matplotlib.
+
+Per host key: a bar chart of the newest cold against the newest warm compile of each
+cell and transform, and compile time over time per cell and transform with its pin
+as a horizontal line and the rows a check called a regression (or went-cold) marked.
+Images are PNGs inline as base64 data URLs and the style is inline: the page works
+offline, as a CI artifact or an e-mail attachment. Agg only: no display is needed.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from datetime import datetime
+
+import matplotlib
+
+matplotlib.use("Agg")  # before anything draws: CI machines have no display
+
+from matplotlib.dates import AutoDateLocator, ConciseDateFormatter  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.ticker import NullFormatter  # noqa: E402
+
+from ledger.watch import report as rp  # noqa: E402
+
+WARM_COLOR, COLD_COLOR, PIN_COLOR, MARK_COLOR = "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"
+NCOLS = 3
+STYLE = (
+    "body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}"
+    "table{border-collapse:collapse;margin:1em 0;font-size:14px}"
+    "th,td{border:1px solid #ccc;padding:3px 8px}td.num{text-align:right}th{background:#f3f3f3}"
+    "img.chart{display:block;max-width:100%;margin:1em 0}.note{font-size:13px;color:#555}"
+)
+
+
+def _label(ln: rp.Line) -> str:
+    return " / ".join(rp._text(v) for v in ln.cell[:3]) + " · " + rp._text(ln.cell[3])
+
+
+def _png(fig: Figure) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def bar_chart(title: str, lines: list[rp.Line]) -> str:
+    """Newest cold against newest warm compile per cell and transform (log scale:
+    the cache's wins span 0.2 s to 700 s)."""
+    labels = [_label(ln) for ln in lines]
+    fig = Figure(figsize=(10, 1.2 + 0.32 * len(lines)), layout="constrained")
+    ax = fig.add_subplot()
+    ys = range(len(lines))
+    warm = [ln.warm["compile_s"] if ln.warm else 0 for ln in lines]
+    cold = [ln.cold["compile_s"] if ln.cold else 0 for ln in lines]
+    ax.barh([y - 0.2 for y in ys], warm, height=0.4, color=WARM_COLOR, label="warm (newest)")
+    ax.barh([y + 0.2 for y in ys], cold, height=0.4, color=COLD_COLOR, label="cold (newest)")
+    ax.set_yticks(list(ys), labels, fontsize=8)
+    ax.invert_yaxis()
+    if any(v > 0 for v in warm + cold):
+        ax.set_xscale("log")
+    ax.set_xlabel("compile_s (log)")
+    ax.set_title(f"cold vs warm compile: {title}", fontsize=10)
+    ax.legend(loc="lower right", fontsize=8)
+    return _png(fig)
+
+
+def _time(ts):
+    try:
+        return datetime.fromisoformat(ts) if ts else None
+    except ValueError:
+        return None
+
+
+def _draw_cell(ax, ln: rp.Line, points: list[dict]) -> None:
+    for state, color in ((rp.WARM, WARM_COLOR), (rp.COLD, COLD_COLOR)):
+        pts = [(_time(p["timestamp"]), p["compile_s"]) for p in points if p["cache_state"] == state]
+        pts = [(t, v) for t, v in pts if t is not None]
+        if pts:
+            ax.plot([t for t, _ in pts], [v for _, v in pts], "o-", color=color, ms=4, lw=1)
+    marked = [(_time(p["timestamp"]), p["compile_s"]) for p in points if p["mark"]]
+    marked = [(t, v) for t, v in marked if t is not None]
+    if marked:
+        ax.plot([t for t, _ in marked], [v for _, v in marked], "x", color=MARK_COLOR, ms=10, mew=2)
+    title = _label(ln)
+    if ln.pin:
+        ax.axhline(ln.pin["compile_s"], color=PIN_COLOR, ls="--", lw=1.2)
+        title += f"  (pin {ln.pin['compile_s']:.2f} s)"
+    values = [p["compile_s"] for p in points] + ([ln.pin["compile_s"]] if ln.pin else [])
+    if values and min(values) > 0 and max(values) / min(values) > 10:
+        ax.set_yscale("log")  # warm and cold differ by up to 100x: both stay readable
+        ax.yaxis.set_minor_formatter(NullFormatter())
+    locator = AutoDateLocator()
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
+    ax.margins(x=0.08, y=0.1)
+    ax.set_title(title, fontsize=8)
+    ax.set_ylabel("compile_s", fontsize=7)
+    ax.tick_params(which="both", labelsize=7)
+
+
+def _legend(fig: Figure, top: float) -> None:
+    """One legend for every panel, above them: a legend inside a panel hides points
+    (and placing it "best" costs a search over every point of every panel)."""
+    handles = [Line2D([], [], color=WARM_COLOR, marker="o", ms=4, lw=1, label="warm"),
+               Line2D([], [], color=COLD_COLOR, marker="o", ms=4, lw=1, label="cold"),
+               Line2D([], [], color=PIN_COLOR, ls="--", lw=1.2, label="pin (expected warm)"),
+               Line2D([], [], color=MARK_COLOR, marker="x", ms=8, mew=2, lw=0, label="regression / went-cold")]
+    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, top), ncol=4, fontsize=8, frameon=False)
+
+
+def timeline_chart(title: str, lines: list[rp.Line], points: dict[tuple, list[dict]]) -> str:
+    """Compile time over time, one panel per cell and transform, its pin drawn."""
+    nrows = -(-len(lines) // NCOLS)
+    # a fixed layout: the constrained one measures every tick label of every panel again
+    height = 2.8 * nrows + 1.3
+    fig = Figure(figsize=(12, height))
+    fig.subplots_adjust(left=0.06, right=0.98, top=1 - 1.2 / height, bottom=0.4 / height, hspace=0.45, wspace=0.25)
+    fig.suptitle(f"compile_s over time: {title}", fontsize=10, y=1 - 0.12 / height)
+    _legend(fig, 1 - 0.45 / height)
+    axes = fig.subplots(nrows, NCOLS, squeeze=False)
+    for i, ax in enumerate(axes.flat):
+        if i >= len(lines):
+            ax.set_visible(False)
+            continue
+        ln = lines[i]
+        _draw_cell(ax, ln, points.get((*ln.host, *ln.cell), []))
+    return _png(fig)
+
+
+def _table(group: list[rp.Line]) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in rp.COLUMNS)
+    body = []
+    for ln in group:
+        tds = "".join(f"<td{' class=num' if c in rp.NUMERIC else ''}>{html.escape(v)}</td>"
+                      for c, v in zip(rp.COLUMNS, rp.cells(ln)))
+        body.append(f"<tr>{tds}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _img(png: str, alt: str) -> str:
+    return f'<img class="chart" alt="{html.escape(alt)}" src="data:image/png;base64,{png}">'
+
+
+def _section(host: tuple, group: list[rp.Line], points: dict) -> str:
+    title = rp.host_title(host)
+    parts = [f"<section><h2>{html.escape(title)}</h2>", _table(group)]
+    if any(rp.is_loaded_line(ln) for ln in group):
+        parts.append(f'<p class="note">{html.escape(rp.LOADED_NOTE)}</p>')
+    parts.append(_img(bar_chart(title, group), f"cold vs warm compile, {title}"))
+    parts.append(_img(timeline_chart(title, group, points), f"compile_s over time, {title}"))
+    return "\n".join(parts) + "</section>"
+
+
+def page(lines: list[rp.Line], points: dict[tuple, list[dict]]) -> str:
+    """The whole HTML report."""
+    body = [f"<h1>Compile ledger report</h1><p>{html.escape(rp.INTRO)}</p>"]
+    if not lines:
+        body.append("<p>No warm or cold compile rows.</p>")
+    body += [_section(host, group, points) for host, group in rp.group_by_host(lines)]
+    return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>Compile ledger report</title><style>{STYLE}</style></head>\n<body>\n"
+            + "\n".join(body) + "\n</body></html>\n")
+
+
+def write_html(engine, path, filters: dict | None = None) -> int:
+    """Write the HTML report to `path` atomically; returns the number of charts."""
+    with engine.connect() as conn:
+        lines = rp.collect(conn, filters)
+        points = rp.series(conn, filters)
+    text = page(lines, points)
+    rp.atomic_write(path, text)
+    return 2 * len(rp.group_by_host(lines))

@@ -1,0 +1,210 @@
+"""`ledger report`: markdown per host key, pins and verdicts on their lines, the README block."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+
+from .conftest import CORPUS, query, run_cli
+
+START, END = "<!-- ledger-report:start -->", "<!-- ledger-report:end -->"
+HEADER = "| cell | transform | warm s | cold s | cold/warm | pin s | verdict | source tag | time |"
+RULE = "|---|---|---:|---:|---:|---:|---|---|---|"
+HEADINGS = [
+    "### local_cpu · DESKTOP-H143S82 · jax 0.10.2 · mixed_precision false",
+    "### local_cpu · euclid-ral-compute-22 · jax 0.10.2 · mixed_precision false",
+    "### local_gpu_NVIDIA_A100_80GB_PCIe · euclid-ral-gpu-2 · jax 0.10.2 · mixed_precision false",
+]
+RAL = """\
+### local_cpu · euclid-ral-compute-22 · jax 0.10.2 · mixed_precision false
+
+| cell | transform | warm s | cold s | cold/warm | pin s | verdict | source tag | time |
+|---|---|---:|---:|---:|---:|---|---|---|
+| imaging / delaunay_matern / hst | laxmap_vag | 21.16 | 21.18 | 1.0x | {p1} | - | prodigy-census-ral32-warm | 2026-07-28 20:13 |
+| imaging / delaunay_matern / hst | vag | 16.29 | 16.29 | 1.0x | {p2} | - | prodigy-census-ral32-warm | 2026-07-28 20:04 |
+| imaging / knn / hst | laxmap_vag | 1.37 | 21.32 | 15.6x | {p3} | - | prodigy-census-ral32-warm | 2026-07-28 20:29 |
+| imaging / mge / hst | laxmap_vag | 1.81 | 62.86 | 34.7x | {p4} | - | prodigy-census-ral32-warm | 2026-07-28 20:30 |
+| imaging / pixelization / hst | laxmap_vag | 1.16 | 18.14 | 15.7x | {p5} | - | prodigy-census-ral32-warm | 2026-07-28 20:03 |
+| imaging / pixelization / hst | pyloop_vag | 1.00 | 15.51 | 15.5x | {p6} | - | prodigy-census-ral32-warm | 2026-07-28 19:21 |
+"""
+RAL_PINS = dict(p1="21.16", p2="16.29", p3="1.37", p4="1.81", p5="1.16", p6="1.00")
+
+
+def imported(db):
+    r = run_cli("import", CORPUS, "--db", db)
+    assert r.exit_code == 0, r.output
+    return db
+
+
+def report(db, *args):
+    return run_cli("report", "--db", db, *args)
+
+
+def headings(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if ln.startswith("### ")]
+
+
+def table_lines(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if ln.startswith("| ") and ln != HEADER]
+
+
+def add_row(db, like_tag: str, like_transform: str, **changes) -> int:
+    """A copy of one corpus row with `changes`: a new measurement of the same key."""
+    con = sqlite3.connect(db)
+    con.row_factory = sqlite3.Row
+    with con:
+        src = dict(con.execute("SELECT * FROM compile_records WHERE tag = ? AND transform = ? ORDER BY id LIMIT 1",
+                               (like_tag, like_transform)).fetchone())
+        src.update(id=None, record_key=None, **changes)
+        cols = list(src)
+        cur = con.execute(f"INSERT INTO compile_records ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                          [src[c] for c in cols])
+    con.close()
+    return cur.lastrowid
+
+
+def pin_all_by_sql(db) -> int:
+    """25 pins, as `ledger pins update` would make them: the newest warm row per key."""
+    key = "hardware, hostname, jax_version, mixed_precision, cache_state, dataset_class, model_type, instrument, transform"
+    con = sqlite3.connect(db)
+    with con:
+        con.execute(
+            f"INSERT INTO pins (pin_key, {key}, row_id, compile_s, tag, timestamp, pinned_at, loaded_host)"
+            f" SELECT 'k' || id, {key}, id, compile_s, tag, timestamp, '2026-08-01T00:00:00', 0 FROM ("
+            f"  SELECT *, ROW_NUMBER() OVER (PARTITION BY {key} ORDER BY timestamp DESC, id DESC) AS rn"
+            "   FROM compile_records WHERE cache_state = 'warm') WHERE rn = 1")
+    n = con.execute("SELECT count(*) FROM pins").fetchone()[0]
+    con.close()
+    return n
+
+
+def add_verdict(db, run_id: int, row_id: int, verdict: str) -> None:
+    con = sqlite3.connect(db)
+    with con:
+        con.execute("INSERT OR IGNORE INTO check_runs (id, checked_at, tolerance, exit_code) VALUES (?, ?, 1.5, 0)",
+                    (run_id, f"2026-08-0{run_id}T00:00:00"))
+        con.execute("INSERT INTO verdicts (check_run_id, row_id, verdict, checked_at) VALUES (?, ?, ?, 'x')",
+                    (run_id, row_id, verdict))
+    con.close()
+
+
+def test_corpus_report_is_one_table_per_host_key(db):
+    r = report(imported(db))
+    assert r.exit_code == 0, r.output
+    assert r.output.startswith("Compile times in seconds. Each table is one comparability key")
+    # the RTX 2060 host has only unknown rows: nothing to compare, no table
+    assert headings(r.output) == HEADINGS
+    assert r.output.count(HEADER) == 3 and r.output.count(RULE) == 3
+    assert RAL.format(**dict.fromkeys(RAL_PINS, "-")) in r.output
+    assert "| imaging / mge / hst | vag | 4.30 | 150.34 | 35.0x | - | - | prodigy-census-warm | 2026-07-28 16:04 |" \
+        in r.output
+    # a cell with only a cold row: no speed-up, and its source is the cold row
+    assert "| datacube_img / mge / hst | pyloop_vag | - | 166.01 | - | - | - | mb_homo_pyloop_bs1_cold" \
+        " | 2026-07-21 21:52 |" in r.output
+    assert len(table_lines(r.output)) == 27 and "†" not in r.output
+
+
+def test_report_is_deterministic_and_read_only(db):
+    imported(db)
+    before = query(db, "SELECT count(*) FROM compile_records")
+    assert report(db).output == report(db).output
+    assert query(db, "SELECT count(*) FROM compile_records") == before
+    missing = report(db.with_name("none.db"))
+    assert (missing.exit_code, missing.output) == (1, f"error: no ledger database at {db.with_name('none.db')}\n")
+
+
+def test_25_pins_from_pins_update_show_grouped_by_key(db):
+    up = run_cli("pins", "update", "--db", imported(db))
+    assert up.exit_code == 0 and up.output.endswith("25 pins: 25 new, 0 repinned, 0 unchanged\n"), up.output
+    text = report(db).output
+    assert RAL.format(**RAL_PINS) in text
+    pinned = [ln for ln in table_lines(text) if ln.split(" | ")[5] != "-"]
+    assert len(pinned) == 25
+    assert headings(text) == HEADINGS
+
+
+def test_sql_pins_and_the_newest_verdict(db):
+    assert pin_all_by_sql(imported(db)) == 25
+    warm = query(db, "SELECT id FROM compile_records WHERE tag = 'prodigy-census-ral32-warm' AND transform = 'vag'")[0][0]
+    slow = add_row(db, "prodigy-census-ral32-warm", "vag", compile_s=163.0, timestamp="2026-08-02T10:00:00",
+                   tag="slow-one")
+    add_verdict(db, 1, warm, "ok")
+    add_verdict(db, 2, warm, "ok")
+    add_verdict(db, 2, slow, "regression")  # the worst verdict of the newest run speaks
+    text = report(db).output
+    assert ("| imaging / delaunay_matern / hst | vag | 163.00 | 16.29 | 0.1x | 16.29 | regression | slow-one"
+            " | 2026-08-02 10:00 |") in text
+    assert RAL.format(**RAL_PINS).splitlines()[6] in text  # the other lines of that key keep "-"
+    add_verdict(db, 3, slow, "ok")  # a newer run said ok
+    assert "| 16.29 | ok | slow-one |" in report(db).output
+
+
+def test_loaded_host_rows_are_marked(db):
+    add_row(imported(db), "prodigy-census-ral32-warm", "vag", compile_s=17.5, timestamp="2026-08-02T10:00:00",
+            tag="busy", host_load_avg_1m=40.0, host_cpu_count=32)
+    text = report(db).output
+    assert "| imaging / delaunay_matern / hst | vag | 17.50† | 16.29 | 0.9x | - | - | busy | 2026-08-02 10:00 |" in text
+    ral = text.split(HEADINGS[1])[1].split("### ")[0]
+    assert ral.rstrip().endswith("† measured on a loaded host (1-minute load above the usable cores)")
+    assert text.count("† measured") == 1  # the footnote goes under the table it is about
+
+
+def test_filters(db):
+    text = report(imported(db), "--hostname", "euclid-ral-compute-22").output
+    assert headings(text) == [HEADINGS[1]] and len(table_lines(text)) == 6
+    text = report(db, "--model-type", "knn").output
+    assert headings(text) == HEADINGS[:2]
+    assert {ln.split(" | ")[0] for ln in table_lines(text)} == {"| imaging / knn / hst"}
+    text = report(db, "--model-type", "nope").output
+    assert text.endswith("\n\nNo warm or cold compile rows.\n")
+
+
+def test_update_then_check_then_stale(db, tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# Project\n\nIntro.\n\n{START}\nold\n{END}\n\nAfter.\n")
+    up = report(imported(db), "--update", readme)
+    assert (up.exit_code, up.output) == (0, f"{readme}: report block updated\n")
+    text = readme.read_text()
+    assert text.startswith(f"# Project\n\nIntro.\n\n{START}\nCompile times in seconds.")
+    assert text.endswith(f"\n{END}\n\nAfter.\n") and "\nold\n" not in text
+    assert text.split(START)[1].split(END)[0] == "\n" + report(db).output.rstrip("\n") + "\n"
+    ok = report(db, "--update", readme, "--check")
+    assert (ok.exit_code, ok.output) == (0, f"{readme}: report block is up to date\n")
+    add_row(db, "prodigy-census-ral32-warm", "vag", compile_s=16.5, timestamp="2026-08-02T10:00:00", tag="later")
+    stale = report(db, "--update", readme, "--check")
+    assert (stale.exit_code, stale.output) == (1, f"{readme}: report block is stale: run ledger report --update\n")
+    assert readme.read_text() == text  # --check writes nothing
+    assert report(db, "--update", readme).exit_code == 0
+    assert report(db, "--update", readme, "--check").exit_code == 0
+    again = report(db, "--update", readme)
+    assert again.output == f"{readme}: report block already up to date\n"
+
+
+def test_update_errors(db, tmp_path):
+    imported(db)
+    readme = tmp_path / "README.md"
+    readme.write_text("# No markers here\n")
+    r = report(db, "--update", readme)
+    assert (r.exit_code, r.output) == (1, f"error: {readme} has no {START} ... {END} markers: add them where"
+                                          " the report goes\n")
+    readme.write_text(f"{END}\n{START}\n")  # wrong order is no block either
+    assert report(db, "--update", readme, "--check").exit_code == 1
+    assert readme.read_text() == f"{END}\n{START}\n"
+    missing = report(db, "--update", tmp_path / "nope.md")
+    assert (missing.exit_code, missing.output) == (1, f"error: no such file: {tmp_path / 'nope.md'}\n")
+    assert report(db, "--check").exit_code == 2
+
+
+def test_help_imports_neither_matplotlib_nor_sqlalchemy():
+    code = (
+        "import sys\n"
+        "from ledger.cli import app\n"
+        "from typer.testing import CliRunner\n"
+        "for args in (['--help'], ['report', '--help']):\n"
+        "    r = CliRunner().invoke(app, args)\n"
+        "    assert r.exit_code == 0, r.output\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('matplotlib', 'sqlalchemy')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -1,0 +1,97 @@
+"""`ledger report --html`: a self-contained page whose matplotlib charts render in a real
+browser (headless Chromium, Debian's `chromium` package: ci/chromium.sh installs it)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import shutil
+import struct
+import subprocess
+
+import pytest
+
+from .conftest import CORPUS, query, run_cli
+from .test_report import add_row, add_verdict
+
+CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if shutil.which("/usr/bin/chromium") else None)
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed: ci/chromium.sh installs it")
+FLAGS = ["--headless", "--disable-gpu", "--no-sandbox", "--hide-scrollbars"]
+IMG = re.compile(r'<img class="chart" alt="[^"]*" src="data:image/png;base64,([A-Za-z0-9+/=]+)">')
+# Run after the page has loaded: each chart's decoded and laid-out size, into the DOM
+# that --dump-dom prints.
+PROBE = ("<script>window.addEventListener('load', () => {"
+         "const s = [...document.images].map(i => { const r = i.getBoundingClientRect();"
+         " return [i.naturalWidth, i.naturalHeight, r.width, r.height]; });"
+         "const pre = document.createElement('pre'); pre.id = 'sizes'; pre.textContent = JSON.stringify(s);"
+         "document.body.appendChild(pre); });</script>")
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    """The corpus with its 25 pins and one regression: an HTML report, 3 keys, 6 charts
+    (built once: matplotlib takes seconds)."""
+    tmp_path = tmp_path_factory.mktemp("html")
+    db = tmp_path / "ledger.db"
+    assert run_cli("import", CORPUS, "--db", db).exit_code == 0
+    assert run_cli("pins", "update", "--db", db).exit_code == 0
+    slow = add_row(db, "prodigy-census-ral32-warm", "vag", compile_s=163.0, timestamp="2026-08-02T10:00:00")
+    add_verdict(db, 1, slow, "regression")
+    out = tmp_path / "report.html"
+    r = run_cli("report", "--db", db, "--html", out)
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith("Compile times in seconds.")  # the markdown still goes to stdout
+    assert r.stderr == f"wrote {out} (6 charts)\n"
+    return out
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_page_is_self_contained_with_matplotlib_pngs(page):
+    text = page.read_text()
+    assert not re.search(r"(src|href)=\"(?!data:)", text) and "<link" not in text and "<script" not in text
+    assert "http://" not in text and "https://" not in text
+    images = IMG.findall(text)
+    assert len(images) == text.count("<img") == 6
+    for b64 in images:
+        data = base64.b64decode(b64)
+        assert min(png_size(data)) > 100
+        assert b"Matplotlib" in data[:200]  # the PNG's Software text chunk: drawn by matplotlib
+    assert text.count("<table>") == 3 and "<td>regression</td>" in text
+    assert not list(page.parent.glob(".report.html.*"))  # the temp file was renamed, not left
+
+
+def test_html_to_a_missing_folder_is_one_line_error(db, tmp_path):
+    assert run_cli("import", CORPUS, "--db", db).exit_code == 0
+    r = run_cli("report", "--db", db, "--html", tmp_path / "no" / "report.html")
+    assert r.exit_code == 1 and r.output.splitlines()[-1].startswith("error: cannot write ")
+    assert query(db, "SELECT count(*) FROM pins") == [(0,)]
+
+
+def _chromium(*args, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run([CHROMIUM, *FLAGS, *args], capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+@needs_chromium
+def test_every_chart_renders_in_headless_chromium(page, tmp_path):
+    probed = tmp_path / "probed.html"
+    probed.write_text(page.read_text().replace("</body>", PROBE + "</body>"))
+    r = _chromium("--dump-dom", probed.as_uri(), cwd=tmp_path)
+    found = re.search(r'<pre id="sizes">(.*?)</pre>', r.stdout)
+    assert found, r.stderr[-2000:]
+    sizes = json.loads(found.group(1))
+    assert len(sizes) == 6
+    for natural_w, natural_h, shown_w, shown_h in sizes:
+        assert natural_w > 100 and natural_h > 100 and shown_w > 100 and shown_h > 100, sizes
+
+
+@needs_chromium
+def test_screenshot(page, tmp_path):
+    shot = tmp_path / "report.png"
+    r = _chromium(f"--screenshot={shot}", "--window-size=1200,2000", page.as_uri(), cwd=tmp_path)
+    assert shot.exists(), r.stderr[-2000:]
+    assert png_size(shot.read_bytes()) == (1200, 2000) and shot.stat().st_size > 50_000
