@@ -46,3 +46,25 @@ def test_export_writes_every_contract_field_and_reimports_without_provenance(db,
     again = tmp_path / "again.db"
     assert run_cli("import", tmp_path / "export.json", "--db", again).exit_code == 0
     assert query(again, "SELECT count(*) FROM compile_records WHERE provenance IS NOT NULL") == [(0,)]
+
+
+def test_a_real_probe_record_lands_field_for_field(db):
+    """In process and through a child process (--isolate): the record the probe hands
+    over has exactly the contract's fields, and each lands in its own column."""
+    result = run_cli("probe", "-o", "toy", "-t", "jit,grad", "--isolate", "--steady-calls", "1",
+                     "--model-type", "contract", "--db", db)
+    assert result.exit_code == 0, result.output
+    from probes import ProbeSpec, run_probe
+
+    handed: list[dict] = []
+    run_probe(ProbeSpec.make(objective="toy", transforms="jit", steady_calls=1), on_record=handed.append)
+    assert [list(r) for r in handed] == [list(PROBE_RECORD_FIELDS)]
+    names = list(PROBE_RECORD_FIELDS)
+    stored = query(db, f"SELECT {', '.join(names)} FROM compile_records ORDER BY id")
+    assert [r[names.index("transform")] for r in stored] == ["jit", "grad"]
+    for row in stored:
+        filled = {n for n, v in zip(names, row) if v is not None}
+        # what a probe always measures is stored, not dropped on the way
+        assert {"trace_s", "compile_s", "first_s", "steady_s", "cache_state", "hostname",
+                "host_cpu_count", "jax_version", "model_type", "run_id"} <= filled
+        assert row[names.index("model_type")] == "contract"
