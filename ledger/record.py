@@ -118,6 +118,10 @@ STATUS_OK, STATUS_FAILED = "ok", "failed"
 HOST_KEY_FIELDS = ("hardware", "hostname", "jax_version", "mixed_precision", "cache_state")
 CELL_FIELDS = ("dataset_class", "model_type", "instrument", "transform")
 COMPARABILITY_KEY = (*HOST_KEY_FIELDS, *CELL_FIELDS)
+# What a cold row and a warm row of the same key share: the report shows them side by
+# side, and a cache cell (this plus cache_dir) is where a cache went cold.
+STATELESS_KEY = tuple(f for f in COMPARABILITY_KEY if f != "cache_state")
+CACHE_CELL = (*STATELESS_KEY, "cache_dir")
 
 
 def blank_record() -> dict:

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
-from ledger.record import COLD, COMPARABILITY_KEY, WARM
+from ledger.record import CACHE_CELL, COLD, COMPARABILITY_KEY, WARM
 from ledger.storage.models import check_runs, pins, verdicts
-from ledger.watch.explain import CELL_KEY, cause_text, diagnose, fetch_rows
+from ledger.watch.explain import cause_text, diagnose, fetch_rows
 from ledger.watch.keys import LOADED_SQL, pin_key
 from ledger.watch.pins import describe_key, filter_sql, ok_sql, pinnable_sql, utc_now
 
@@ -53,7 +53,7 @@ def _judge_sql(dialect: str, where: str) -> str:
 # stop early (a third faster on a million rows than the key's own order).
 _GROUP_ORDER = ("transform", "model_type", "hostname", "cache_dir", "dataset_class", "instrument", "hardware",
                 "jax_version", "mixed_precision")
-assert sorted(_GROUP_ORDER) == sorted(CELL_KEY)
+assert sorted(_GROUP_ORDER) == sorted(CACHE_CELL)
 
 
 def _stamp(state_too: bool) -> str:
@@ -122,7 +122,7 @@ _FINDING_COLUMNS = ("verdict", "row_id", "compile_s", "pin_id", "pin_compile_s",
 
 def _findings(conn, run_id: int) -> list[dict]:
     cols = ", ".join(f"v.{c}" for c in _FINDING_COLUMNS)
-    key = ", ".join(f"r.{c}" for c in (*CELL_KEY, "tag", "timestamp"))
+    key = ", ".join(f"r.{c}" for c in (*CACHE_CELL, "tag", "timestamp"))
     sql = (f"SELECT {cols}, {key} FROM verdicts v JOIN compile_records r ON r.id = v.row_id"
            f" WHERE v.check_run_id = :run AND v.verdict <> '{OK}' ORDER BY v.verdict, v.id")
     found = [dict(r) for r in conn.execute(sa.text(sql), {"run": run_id}).mappings()]

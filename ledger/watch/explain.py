@@ -15,12 +15,11 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from ledger.errors import LedgerError
-from ledger.record import CELL_FIELDS, COLD, HOST_KEY_FIELDS, WARM
+from ledger.record import CACHE_CELL, COLD, WARM
 from ledger.watch.pins import NEWEST_FIRST, describe_key, ok_sql
 
 # A cache cell: the comparability key without cache_state, plus the cache dir. A
 # warm row and a cold row compare only within one of these.
-CELL_KEY = (*(f for f in HOST_KEY_FIELDS if f != "cache_state"), *CELL_FIELDS, "cache_dir")
 
 COMPUTATION = "computation"
 UNKNOWN_CAUSE = "cause unknown"
@@ -68,7 +67,7 @@ def cause_text(causes: list[str]) -> str:
 
 def cell_sql(alias: str = "") -> str:
     p = f"{alias}." if alias else ""
-    return ", ".join(p + f for f in CELL_KEY)
+    return ", ".join(p + f for f in CACHE_CELL)
 
 
 def fetch_rows(conn, ids) -> dict[int, dict]:
@@ -85,11 +84,11 @@ def fetch_rows(conn, ids) -> dict[int, dict]:
 def last_warm_before(conn, row: dict) -> dict | None:
     """The newest warm ok row of the row's cell and cache dir that is older than it."""
     same = " AND ".join(f"{f} IS :{f}" if conn.dialect.name == "sqlite" else f"{f} IS NOT DISTINCT FROM :{f}"
-                        for f in CELL_KEY)
+                        for f in CACHE_CELL)
     older = "(COALESCE(timestamp, '') < :ts OR (COALESCE(timestamp, '') = :ts AND id < :id))"
     sql = (f"SELECT * FROM compile_records WHERE cache_state = '{WARM}' AND {ok_sql()} AND {same} AND {older}"
            f" ORDER BY {NEWEST_FIRST.format(p='')} LIMIT 1")
-    params = {f: row[f] for f in CELL_KEY} | {"ts": row["timestamp"] or "", "id": row["id"]}
+    params = {f: row[f] for f in CACHE_CELL} | {"ts": row["timestamp"] or "", "id": row["id"]}
     found = conn.execute(sa.text(sql), params).mappings().first()
     return dict(found) if found else None
 

@@ -19,15 +19,15 @@ from typing import Optional
 
 import sqlalchemy as sa
 
-from ledger.record import CELL_FIELDS, COLD, HOST_KEY_FIELDS, STATUS_OK, WARM
+from ledger.record import CELL_FIELDS, COLD, HOST_KEY_FIELDS, STATELESS_KEY, STATUS_OK, WARM
 from ledger.watch.keys import LOADED_SQL
+from ledger.watch.pins import filter_sql
 
 # The host part of the key a table stands for; cache_state is not in it because a
 # table line shows warm and cold side by side (each is its own key, never pooled).
 HOST = tuple(f for f in HOST_KEY_FIELDS if f != "cache_state")
-CELL = CELL_FIELDS  # dataset_class, model_type, instrument, transform
-GROUP = (*HOST, *CELL)
-FILTERS = ("model_type", "hostname")
+GROUP = STATELESS_KEY  # HOST, then the cell
+assert GROUP == (*HOST, *CELL_FIELDS)
 LOADED_MARK = "†"
 LOADED_NOTE = f"{LOADED_MARK} measured on a loaded host (1-minute load above the usable cores)"
 INTRO = ("Compile times in seconds. Each table is one comparability key: compare only within a table. "
@@ -55,18 +55,6 @@ class Line:
         """The newest row shown on the line (warm or cold): what was measured last."""
         rows = [r for r in (self.warm, self.cold) if r is not None]
         return max(rows, key=lambda r: (r["timestamp"] or "", r["id"])) if rows else None
-
-
-def _filter_sql(filters: dict | None, alias: str) -> tuple[str, dict]:
-    parts, params = [], {}
-    for name, value in (filters or {}).items():
-        if value is None:
-            continue
-        if name not in FILTERS:
-            raise ValueError(f"not a report filter: {name}")
-        parts.append(f" AND {alias}.{name} = :f_{name}")
-        params[f"f_{name}"] = value
-    return "".join(parts), params
 
 
 def _newest_rows_sql(where: str) -> str:
@@ -99,7 +87,7 @@ def _norm(row, names) -> tuple:
 
 def collect(conn, filters: dict | None = None) -> list[Line]:
     """The report's lines, in report order (host key, then cell, then transform)."""
-    where, params = _filter_sql(filters, "r")
+    where, params = filter_sql(filters, "r")
     lines: dict[tuple, Line] = {}
 
     def line(row) -> Line:
@@ -199,7 +187,7 @@ def series(conn, filters: dict | None = None, per_key: int = 200) -> dict[tuple,
     """The newest `per_key` warm and cold ok rows of each key, oldest first, by line
     key (host + cell), each with the verdict a check marked it with (regression or
     went-cold), if any. A chart of a million points says no more than 200 per key."""
-    where, params = _filter_sql(filters, "r")
+    where, params = filter_sql(filters, "r")
     part = ", ".join((*GROUP, "cache_state"))
     sql = (
         f"SELECT {', '.join(GROUP)}, cache_state, id, compile_s, timestamp, mark FROM ("
