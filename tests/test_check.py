@@ -44,6 +44,18 @@ def test_noise_within_the_tolerance_is_ok_and_stored(db, tmp_path):
     assert query(db, "SELECT id, tolerance, exit_code FROM check_runs") == [(1, 1.5, 0), (2, 1.1, 1)]
 
 
+def test_ok_rows_are_one_verdict_per_pin_and_each_finding_its_own(db, tmp_path):
+    pinned(db, tmp_path, compile_s=2.0)
+    times = [f"2026-07-0{d}T10:00:00" for d in (2, 3, 4, 5)]
+    ids = add(db, tmp_path, *(rec(compile_s=s, timestamp=t) for s, t in zip((2.2, 2.8, 2.1, 30.0), times)))
+    result = run_cli("check", "--db", db)
+    assert result.exit_code == 1
+    assert result.output.splitlines()[-1] == (
+        "check run 1 (tolerance 1.5x): 3 ok, 1 regression, 0 inconclusive, 0 went-cold")
+    assert query(db, "SELECT verdict, n_rows, row_id, compile_s, round(ratio, 3) FROM verdicts ORDER BY id") == [
+        ("ok", 3, ids[2], 2.8, 1.4), ("regression", 1, ids[3], 30.0, 15.0)]
+
+
 def test_a_loaded_host_row_is_inconclusive_and_does_not_fail(db, tmp_path):
     pinned(db, tmp_path, compile_s=2.0)
     (busy,) = add(db, tmp_path, rec(compile_s=20.0, timestamp=LATER, host_load_avg_1m=12.5, host_cpu_count=8))

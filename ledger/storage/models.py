@@ -98,6 +98,9 @@ verdicts = sa.Table(
     sa.Column("pin_id", sa.Integer),
     sa.Column("pin_key", sa.Text),
     sa.Column("row_id", sa.Integer),
+    # ok rows are one verdict per pin and run: n_rows of them, row_id the newest,
+    # compile_s and ratio the slowest. Every other verdict is one row.
+    sa.Column("n_rows", sa.Integer, nullable=False, server_default="1"),
     sa.Column("compile_s", sa.Float),
     sa.Column("pin_compile_s", sa.Float),
     sa.Column("ratio", sa.Float),

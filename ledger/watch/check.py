@@ -31,21 +31,32 @@ def _same(a: str, b: str, dialect: str) -> str:
 
 
 def _judge_sql(dialect: str, where: str) -> str:
-    """Judge every warm ok row newer than its key's pin, straight into verdicts."""
+    """Judge every warm ok row newer than its key's pin, straight into verdicts.
+
+    A finding is one verdict row; the ok rows of a pin are one row between them
+    (n_rows, the newest row_id, the slowest compile_s and ratio), so a check of a
+    big ledger writes hundreds of rows, not hundreds of thousands, each run."""
     match = " AND ".join(_same(f"r.{f}", f"p.{f}", dialect) for f in COMPARABILITY_KEY)
     newer = ("(COALESCE(r.timestamp, '') > COALESCE(p.timestamp, '')"
              " OR (COALESCE(r.timestamp, '') = COALESCE(p.timestamp, '') AND r.id > p.row_id))")
     cores = "COALESCE(r.host_cpu_affinity, r.host_cpu_count)"
     loaded_cause = (f"'loaded host: 1-minute load ' || CAST(r.host_load_avg_1m AS TEXT)"
                     f" || ' > ' || CAST({cores} AS TEXT) || ' usable cores'")
-    return (
-        "INSERT INTO verdicts (check_run_id, pin_id, pin_key, row_id, compile_s, pin_compile_s, ratio,"
-        " tolerance, verdict, cause, checked_at)"
-        " SELECT :run, p.id, p.pin_key, r.id, r.compile_s, p.compile_s, r.compile_s / NULLIF(p.compile_s, 0),"
-        f" :tol, CASE WHEN {LOADED_SQL} THEN '{INCONCLUSIVE}' WHEN r.compile_s > :tol * p.compile_s"
-        f" THEN '{REGRESSION}' ELSE '{OK}' END, CASE WHEN {LOADED_SQL} THEN {loaded_cause} END, :now"
+    judged = (
+        "SELECT p.id AS pin_id, p.pin_key, r.id AS row_id, r.compile_s, p.compile_s AS pin_compile_s,"
+        " r.compile_s / NULLIF(p.compile_s, 0) AS ratio,"
+        f" CASE WHEN {LOADED_SQL} THEN '{INCONCLUSIVE}' WHEN r.compile_s > :tol * p.compile_s"
+        f" THEN '{REGRESSION}' ELSE '{OK}' END AS verdict, CASE WHEN {LOADED_SQL} THEN {loaded_cause} END AS cause"
         f" FROM compile_records r JOIN pins p ON {match}"
-        f" WHERE {pinnable_sql('r')} AND {newer}{where} ORDER BY r.id"
+        f" WHERE {pinnable_sql('r')} AND {newer}{where}"
+    )
+    one_per_finding = f"CASE WHEN verdict = '{OK}' THEN 0 ELSE row_id END"
+    return (
+        "INSERT INTO verdicts (check_run_id, pin_id, pin_key, row_id, n_rows, compile_s, pin_compile_s, ratio,"
+        " tolerance, verdict, cause, checked_at)"
+        " SELECT :run, pin_id, pin_key, MAX(row_id), COUNT(*), MAX(compile_s), pin_compile_s, MAX(ratio),"
+        f" :tol, verdict, MAX(cause), :now FROM ({judged}) judged"
+        f" GROUP BY pin_id, pin_key, pin_compile_s, verdict, {one_per_finding} ORDER BY MAX(row_id)"
     )
 
 
@@ -150,7 +161,7 @@ def run_check(engine, *, tolerance: float = TOLERANCE, filters: dict | None = No
         conn.execute(sa.text(_judge_sql(conn.dialect.name, where)), params | {"run": run_id, "tol": tolerance, "now": now})
         if pairs:
             conn.execute(sa.insert(verdicts), _cold_verdicts(conn, pairs, run_id, now))
-        counts = dict(conn.execute(sa.select(verdicts.c.verdict, sa.func.count())
+        counts = dict(conn.execute(sa.select(verdicts.c.verdict, sa.func.sum(verdicts.c.n_rows))
                                    .where(verdicts.c.check_run_id == run_id).group_by(verdicts.c.verdict)).all())
         exit_code = 1 if any(counts.get(v) for v in FAILING) else 0
         conn.execute(sa.update(check_runs).where(check_runs.c.id == run_id).values(exit_code=exit_code))

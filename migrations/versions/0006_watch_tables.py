@@ -69,6 +69,7 @@ def upgrade() -> None:
         sa.Column("pin_id", sa.Integer),  # NULL for went-cold findings of unpinned keys
         sa.Column("pin_key", sa.Text),
         sa.Column("row_id", sa.Integer),
+        sa.Column("n_rows", sa.Integer, nullable=False, server_default="1"),
         sa.Column("compile_s", sa.Float),
         sa.Column("pin_compile_s", sa.Float),
         sa.Column("ratio", sa.Float),
