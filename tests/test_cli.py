@@ -141,3 +141,10 @@ def test_in_memory_and_unopenable_databases(tmp_path):
     assert result.exit_code == 1 and result.output.startswith(f"error: cannot open {tmp_path / 'notes.db'}: ")
     result = run_cli("import", CORPUS, "--db", tmp_path / "no" / "such" / "dir.db")
     assert result.exit_code == 1 and result.output.startswith(f"error: cannot open {tmp_path / 'no' / 'such' / 'dir.db'}: ")
+
+
+def test_option_help_keeps_its_bracketed_text():
+    """rich reads "[...]" in help as markup and drops it: the --db help once lost where
+    the database comes from when --db is not given."""
+    out = " ".join(_run("check", "--help").stdout.replace("│", " ").split())
+    assert "SQLAlchemy URL (else $LEDGER_DB, else ./ledger.db)." in out

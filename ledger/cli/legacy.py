@@ -46,7 +46,7 @@ def import_cmd(
 
 
 def export_cmd(
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="File to write [default: stdout].")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="File to write (default: stdout).")] = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="json (re-importable) or csv (compile rows).")] = "json",
     db: DbOpt = None,
 ) -> None:

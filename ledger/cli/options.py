@@ -10,5 +10,5 @@ import typer
 # typed on the command line is refused for carrying a password.
 DbOpt = Annotated[
     Optional[str],
-    typer.Option("--db", help="Database file or SQLAlchemy URL [else $LEDGER_DB, else ./ledger.db]."),
+    typer.Option("--db", help="Database file or SQLAlchemy URL (else $LEDGER_DB, else ./ledger.db)."),
 ]
