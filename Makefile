@@ -30,6 +30,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_import.py
 	$(BIN)/python bench/bench_cli_startup.py
 	$(BIN)/python bench/bench_probe_overhead.py
+	$(BIN)/python bench/bench_check.py
+	$(BIN)/python bench/bench_report.py
 
 lint: $(STAMP)
 	$(BIN)/python -m compileall -q ledger probes migrations tests bench

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from ledger.record import CACHE_CELL, COLD, COMPARABILITY_KEY, WARM
 from ledger.storage.models import check_runs, pins, verdicts
 from ledger.watch.explain import cause_text, diagnose, fetch_rows
-from ledger.watch.keys import LOADED_SQL, pin_key
+from ledger.watch.keys import LOADED_SQL, pin_key, same_sql
 from ledger.watch.pins import describe_key, filter_sql, ok_sql, pinnable_sql, utc_now
 
 TOLERANCE = 1.5
@@ -26,17 +26,13 @@ FAILING = (REGRESSION, WENT_COLD)
 _ID_PAD = 10**12  # ids as fixed-width text, so "timestamp|id" sorts as (timestamp, id)
 
 
-def _same(a: str, b: str, dialect: str) -> str:
-    return f"{a} IS {b}" if dialect == "sqlite" else f"{a} IS NOT DISTINCT FROM {b}"
-
-
 def _judge_sql(dialect: str, where: str) -> str:
     """Judge every warm ok row newer than its key's pin, straight into verdicts.
 
     A finding is one verdict row; the ok rows of a pin are one row between them
     (n_rows, the newest row_id, the slowest compile_s and ratio), so a check of a
     big ledger writes hundreds of rows, not hundreds of thousands, each run."""
-    match = " AND ".join(_same(f"r.{f}", f"p.{f}", dialect) for f in COMPARABILITY_KEY)
+    match = " AND ".join(same_sql(f"r.{f}", f"p.{f}", dialect) for f in COMPARABILITY_KEY)
     newer = ("(COALESCE(r.timestamp, '') > COALESCE(p.timestamp, '')"
              " OR (COALESCE(r.timestamp, '') = COALESCE(p.timestamp, '') AND r.id > p.row_id))")
     cores = "COALESCE(r.host_cpu_affinity, r.host_cpu_count)"

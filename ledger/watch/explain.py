@@ -16,6 +16,7 @@ import sqlalchemy as sa
 
 from ledger.errors import LedgerError
 from ledger.record import CACHE_CELL, COLD, WARM
+from ledger.watch.keys import same_sql
 from ledger.watch.pins import NEWEST_FIRST, describe_key, ok_sql
 
 # A cache cell: the comparability key without cache_state, plus the cache dir. A
@@ -83,8 +84,7 @@ def fetch_rows(conn, ids) -> dict[int, dict]:
 
 def last_warm_before(conn, row: dict) -> dict | None:
     """The newest warm ok row of the row's cell and cache dir that is older than it."""
-    same = " AND ".join(f"{f} IS :{f}" if conn.dialect.name == "sqlite" else f"{f} IS NOT DISTINCT FROM :{f}"
-                        for f in CACHE_CELL)
+    same = " AND ".join(same_sql(f, f":{f}", conn.dialect.name) for f in CACHE_CELL)
     older = "(COALESCE(timestamp, '') < :ts OR (COALESCE(timestamp, '') = :ts AND id < :id))"
     sql = (f"SELECT * FROM compile_records WHERE cache_state = '{WARM}' AND {ok_sql()} AND {same} AND {older}"
            f" ORDER BY {NEWEST_FIRST.format(p='')} LIMIT 1")

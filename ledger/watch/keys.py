@@ -39,6 +39,11 @@ def key_columns_sql(alias: str = "") -> str:
 # use: the CPU affinity where recorded, else the CPU count. XLA compiles on the host
 # cores, and load alone has moved one compile 7x. A row with no load or no core count
 # (every legacy row) is not called loaded: nothing shows it was.
+def same_sql(a: str, b: str, dialect: str) -> str:
+    """a equals b, NULL equal to NULL (legacy rows leave key columns NULL)."""
+    return f"{a} IS {b}" if dialect == "sqlite" else f"{a} IS NOT DISTINCT FROM {b}"
+
+
 LOADED_SQL = (
     "(host_load_avg_1m IS NOT NULL AND COALESCE(host_cpu_affinity, host_cpu_count) IS NOT NULL"
     " AND host_load_avg_1m > COALESCE(host_cpu_affinity, host_cpu_count))"
