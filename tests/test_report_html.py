@@ -17,7 +17,10 @@ from .test_report import add_row, add_verdict
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if shutil.which("/usr/bin/chromium") else None)
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed: ci/chromium.sh installs it")
-FLAGS = ["--headless", "--disable-gpu", "--no-sandbox", "--hide-scrollbars"]
+# The background-networking flags keep Chromium from calling out at start (a closed
+# network refuses it many times over); a fresh profile per run keeps runs apart.
+FLAGS = ["--headless", "--disable-gpu", "--no-sandbox", "--hide-scrollbars", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 IMG = re.compile(r'<img class="chart" alt="[^"]*" src="data:image/png;base64,([A-Za-z0-9+/=]+)">')
 # Run after the page has loaded: each chart's decoded and laid-out size, into the DOM
 # that --dump-dom prints.
@@ -73,7 +76,8 @@ def test_html_to_a_missing_folder_is_one_line_error(db, tmp_path):
 
 
 def _chromium(*args, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run([CHROMIUM, *FLAGS, *args], capture_output=True, text=True, timeout=120, cwd=cwd)
+    profile = f"--user-data-dir={cwd / 'chromium-profile'}"
+    return subprocess.run([CHROMIUM, *FLAGS, profile, *args], capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
 @needs_chromium

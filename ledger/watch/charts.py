@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import html
 import io
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import matplotlib
 
@@ -95,6 +95,11 @@ def _draw_cell(ax, ln: rp.Line, points: list[dict]) -> None:
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
     ax.margins(x=0.08, y=0.1)
+    times = {t for t in (_time(p["timestamp"]) for p in points) if t is not None}
+    if len(times) == 1:
+        # one instant has no width: matplotlib would span years around it
+        (only,) = times
+        ax.set_xlim(only - timedelta(hours=12), only + timedelta(hours=12))
     ax.set_title(title, fontsize=8)
     ax.set_ylabel("compile_s", fontsize=7)
     ax.tick_params(which="both", labelsize=7)
