@@ -26,6 +26,18 @@ def test_import_twice_adds_nothing(db):
     assert first.exit_code == 0 and _counts(db) == (CORPUS_COMPILE, CORPUS_SIBLINGS)
 
 
+def test_import_after_a_downgrade_round_trip_adds_nothing(db):
+    """0001 has no record_key: coming back, both tables' keys are recomputed, the
+    sibling records' too (they were imported a second time: 4 became 8)."""
+    assert run_cli("import", CORPUS, "--db", db).exit_code == 0
+    assert run_cli("db", "downgrade", "0001", "--db", db).exit_code == 0
+    assert run_cli("db", "upgrade", "--db", db).exit_code == 0
+    again = run_cli("import", CORPUS, "--db", db)
+    assert again.exit_code == 0 and again.output.strip().endswith(
+        f"0 instrument records added, {CORPUS_RECORDS} already present")
+    assert _counts(db) == (CORPUS_COMPILE, CORPUS_SIBLINGS)
+
+
 def test_import_after_plain_insert_adds_nothing(db):
     db_at(db, "0001")
     insert_legacy(db, compile_records_of_corpus())

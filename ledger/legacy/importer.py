@@ -29,6 +29,7 @@ from ledger.storage.rows import (
     RecordError,
     compile_key,
     compile_row,
+    instrument_key,
     instrument_row,
     is_compile_record,
     json_text_is_plain,
@@ -147,21 +148,28 @@ def read_file(path: Path, batch: _Batch, skipped: list[str] | None) -> int:
 
 
 def _fill_missing_keys(conn: Connection) -> None:
-    """Rows that came in by plain INSERT (or lost their key in a downgrade) get one,
-    so importing the same records afterwards still adds nothing."""
-    cols = [compile_records.c.id, *(compile_records.c[f] for f in KEY_FIELDS)]
-    rows = conn.execute(select(*cols).where(compile_records.c.record_key.is_(None))).mappings().all()
+    """Rows that came in by plain INSERT (or lost their key in a downgrade below 0002)
+    get one, so importing the same records afterwards still adds nothing."""
+    compile_cols = [compile_records.c[f] for f in KEY_FIELDS]
+    _fill_keys(conn, compile_records, compile_cols, compile_key)
+    instrument_cols = [instrument_records.c.record_json, instrument_records.c.hardware]
+    _fill_keys(conn, instrument_records, instrument_cols,
+               lambda r: instrument_key(json.loads(r["record_json"]), r["hardware"]))
+
+
+def _fill_keys(conn: Connection, table, columns, key_of: Callable[[dict], int]) -> None:
+    rows = conn.execute(select(table.c.id, *columns).where(table.c.record_key.is_(None))).mappings().all()
     if not rows:
         return
-    taken = set(conn.execute(select(compile_records.c.record_key).where(compile_records.c.record_key.is_not(None))).scalars())
+    taken = set(conn.execute(select(table.c.record_key).where(table.c.record_key.is_not(None))).scalars())
     updates = []
     for r in rows:
-        key = compile_key(r)
+        key = key_of(r)
         if key not in taken:  # a true duplicate among keyless rows keeps no key
             taken.add(key)
             updates.append({"k": key, "i": r["id"]})
     if updates:
-        conn.execute(text("UPDATE compile_records SET record_key = :k WHERE id = :i"), updates)
+        conn.execute(text(f"UPDATE {table.name} SET record_key = :k WHERE id = :i"), updates)
 
 
 def _insert_sql(conn: Connection, table, columns) -> str:

@@ -202,20 +202,26 @@ def instrument_row(rec: dict, *, default_hardware: str | None = None) -> dict:
     for name, value in row.items():
         if value is not None and not text_ok(value):
             raise RecordError(f"{name} is not storable text (a NUL character or invalid UTF-8)")
-    # The key covers the hardware the row is filed under, so the same record found
-    # under two local_* folders is two rows (as for compile records); export writes
-    # that hardware into the record, so a re-import finds the same key.
-    keyed = rec if rec.get("hardware") is not None or default_hardware is None else dict(rec, hardware=default_hardware)
     if row["hardware"] is None:
         row["hardware"] = default_hardware
     try:
-        canonical = json.dumps(keyed, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        row["record_key"] = instrument_key(rec, default_hardware)
         row["record_json"] = json.dumps(rec, allow_nan=False)
     except ValueError:
         raise RecordError("holds NaN or Infinity, which JSON (and SQLite's json functions) cannot read") from None
     row["record_kind"] = instrument_kind(rec)
-    row["record_key"] = _digest64(canonical.encode())
     return row
+
+
+def instrument_key(rec: dict, hardware: str | None) -> int:
+    """The content key of a sibling record filed under ``hardware``.
+
+    The key covers the hardware the row is filed under, so the same record found
+    under two local_* folders is two rows (as for compile records); export writes
+    that hardware into the record, so a re-import finds the same key. A stored row
+    gives the same key from its record_json and hardware column."""
+    keyed = rec if rec.get("hardware") is not None or hardware is None else dict(rec, hardware=hardware)
+    return _digest64(json.dumps(keyed, sort_keys=True, separators=(",", ":"), allow_nan=False).encode())
 
 
 _LEGACY_NAMES = tuple(LEGACY_FIELDS)
