@@ -2,7 +2,7 @@
 
 The URL comes from the ledger's resolver (or from `ledger db`, which passes the URL
 it resolved), never from alembic.ini. The whole upgrade runs in one transaction
-(SQLite DDL included, see ledger/db.py): a revision that fails leaves the database
+(SQLite DDL included, see ledger/storage/engine.py): a revision that fails leaves the database
 at the revision it started from, data intact.
 """
 

@@ -65,7 +65,7 @@ def upgrade() -> None:
         batch.add_column(sa.Column("status", sa.Text, nullable=False, server_default="ok"))
         for name, type_ in COLUMNS:
             batch.add_column(sa.Column(name, type_))
-    # what a downgrade below this revision kept aside (ledger/stash.py)
+    # what a downgrade below this revision kept aside (migrations/ledger_stash.py)
     restore("compile_records", STASH, ["record_kind", "status", *NAMES])
 
 
