@@ -16,9 +16,18 @@ from ledger.errors import LedgerError
 from ledger.storage.url import redact
 
 
-def make_engine(url: str) -> Engine:
+# A PostgreSQL session whose every transaction is read-only: no statement text can
+# end the read-only transaction and start a writable one (COMMIT; DELETE ...).
+_PG_READ_ONLY = "-c default_transaction_read_only=on"
+
+
+def make_engine(url: str, *, read_only: bool = False) -> Engine:
+    """An engine for ``url``; ``read_only`` engines cannot write on either backend."""
+    kwargs = {}
+    if read_only and url.startswith("postgresql"):
+        kwargs["connect_args"] = {"options": _PG_READ_ONLY}
     try:
-        engine = create_engine(url)
+        engine = create_engine(url, **kwargs)
     except ModuleNotFoundError as exc:
         raise LedgerError(f"no driver for {url.split(':', 1)[0]}: install the {exc.name} package") from None
     except ArgumentError:
@@ -30,6 +39,8 @@ def make_engine(url: str) -> Engine:
         def _connect(dbapi_conn, _record):
             dbapi_conn.isolation_level = None
             dbapi_conn.execute("PRAGMA foreign_keys = ON")
+            if read_only:
+                dbapi_conn.execute("PRAGMA query_only = ON")
 
         @event.listens_for(engine, "begin")
         def _begin(conn):

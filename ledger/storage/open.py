@@ -46,7 +46,8 @@ class Ledger:
         if self._engine is None:
             from ledger.storage.engine import make_engine
 
-            self._engine = make_engine(self.target.url)
+            # read and query never write, on any backend: the connection refuses to
+            self._engine = make_engine(self.target.url, read_only=self.mode in ("read", "query"))
         return self._engine
 
     def refresh(self) -> tuple[str | None, str]:
@@ -113,6 +114,8 @@ def open_ledger(db: str | None, mode: str, *, create: bool | None = None) -> Led
     if target.path is not None and not create and not target.path.exists():
         raise LedgerError(f"no ledger database at {target.path}")
     ledger = Ledger(target, mode)
+    if target.path is not None:
+        _recover_hot_journal(target.path)
     if mode == "query":
         return ledger  # reads of any database; the read-only connection guards it
     try:
@@ -121,6 +124,29 @@ def open_ledger(db: str | None, mode: str, *, create: bool | None = None) -> Led
         ledger.__exit__(type(exc), exc, exc.__traceback__)
         raise
     return ledger
+
+
+def _recover_hot_journal(path: Path) -> None:
+    """Roll back what a writer that died mid-transaction left (SIGKILL, a full disk).
+
+    Such a writer leaves a hot journal beside the file. SQLite rolls it back on the
+    next read by a connection that may write, but refuses a read-only one ("attempt
+    to write a readonly database"), and the gate and `ledger sql` open read-only: so
+    a read here first, on a connection that may write. It restores the last committed
+    state; nothing committed changes. Where the file cannot be written either, the
+    read-only open that follows reports it."""
+    if not Path(f"{path}-journal").exists():
+        return
+    import sqlite3
+
+    try:
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=rw", uri=True)
+        try:
+            con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        finally:
+            con.close()
+    except sqlite3.DatabaseError:
+        pass
 
 
 def _gate(ledger: Ledger, rev: str | None, status: str) -> None:

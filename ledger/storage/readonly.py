@@ -2,8 +2,8 @@
 
 Read-only is enforced by the database, not by guessing at the SQL text: SQLite is
 opened read-only (mode=ro) with query_only on and an authorizer that allows reads
-only; other backends run the statement in a READ ONLY transaction that is rolled
-back. One statement per call.
+only; PostgreSQL runs it as one prepared statement in a session whose every
+transaction is read-only, and rolls it back. One statement per call.
 """
 
 from __future__ import annotations
@@ -72,37 +72,53 @@ def _sqlite_query(path, query: str):
         con.close()
 
 
-def _generic_query(ledger, query: str):
+def _postgres_query(ledger, query: str):
+    """On a read-only session (see storage/engine.py), as one prepared statement:
+    the server refuses several commands in one, so no `COMMIT; DELETE ...`; and the
+    transaction is rolled back, side effects of functions included."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    engine = ledger.engine
+    if ledger.engine.dialect.driver != "psycopg":
+        raise LedgerError("ledger sql on PostgreSQL needs the psycopg driver: a postgresql+psycopg:// URL")
     try:
-        with engine.connect() as conn:
-            if conn.dialect.name == "postgresql":
-                conn.exec_driver_sql("SET TRANSACTION READ ONLY")
-            try:
-                result = conn.exec_driver_sql(query)
-                columns = list(result.keys()) if result.returns_rows else []
-                rows = [tuple(r) for r in result] if result.returns_rows else []
-            except SQLAlchemyError as exc:
-                msg = first_line(exc)
-                if "read-only" in msg:
-                    raise LedgerError(READ_ONLY_MSG) from None
-                raise LedgerError(f"sql error: {msg}") from None
-            finally:
-                conn.rollback()
-        return columns, rows
+        raw = ledger.engine.raw_connection()
     except SQLAlchemyError as exc:
         raise LedgerError(f"cannot query {ledger.display}: {first_line(exc)}") from None
+    import psycopg
+
+    try:
+        pg = raw.driver_connection
+        try:
+            cur = pg.execute(query, prepare=True)
+            columns = [d.name for d in cur.description or ()]
+            rows = [tuple(r) for r in cur.fetchall()] if cur.description else []
+        except psycopg.errors.ReadOnlySqlTransaction:
+            raise LedgerError(READ_ONLY_MSG) from None
+        except psycopg.Error as exc:
+            if "multiple commands" in str(exc):
+                raise LedgerError("ledger sql runs one statement at a time") from None
+            raise LedgerError(f"sql error: {first_line(exc)}") from None
+        finally:
+            pg.rollback()
+        return columns, rows
+    finally:
+        raw.close()
 
 
 def run_query(db: str | None, query: str) -> tuple[list[str], list[tuple]]:
     """Columns and rows of one read-only statement."""
     if not query.strip():
         raise LedgerError("empty query")
+    if not query.isascii():
+        try:
+            query.encode("utf-8")
+        except UnicodeEncodeError:  # argv that is not UTF-8 arrives as lone surrogates
+            raise LedgerError("the query is not UTF-8 text") from None
     from ledger.storage.open import open_ledger
 
     with open_ledger(db, "query") as ledger:
         if ledger.path is not None:
             return _sqlite_query(ledger.path, query)
-        return _generic_query(ledger, query)
+        if not ledger.target.value.startswith("postgresql"):
+            raise LedgerError(f"ledger sql reads SQLite files and PostgreSQL, not {ledger.display.split(':', 1)[0]}")
+        return _postgres_query(ledger, query)
