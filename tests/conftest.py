@@ -4,7 +4,10 @@ tests/fixtures so the suite runs without ../shared."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -35,6 +38,58 @@ def _no_ambient_db(monkeypatch, tmp_path):
 @pytest.fixture
 def db(tmp_path) -> Path:
     return tmp_path / "ledger.db"
+
+
+# -- PostgreSQL ----------------------------------------------------------------------
+# ci/postgres.sh start prints LEDGER_TEST_PG_URL (no password: it is in PGPASSFILE).
+# Without it the PostgreSQL cases skip, saying why; .ci/run sets LEDGER_REQUIRE_PG=1 so
+# that there they fail instead.
+PG_ENV = "LEDGER_TEST_PG_URL"
+
+
+def pytest_report_header(config):
+    url = os.environ.get(PG_ENV)
+    return f"postgresql: {url}" if url else f"postgresql: {PG_ENV} is not set, its cases skip (ci/postgres.sh start)"
+
+
+@dataclass(frozen=True)
+class PgDb:
+    """A PostgreSQL database of one test: str() is the URL for --db."""
+
+    url: str
+
+    def __str__(self) -> str:
+        return self.url
+
+    @property
+    def conninfo(self) -> str:
+        return self.url.replace("postgresql+psycopg://", "postgresql://", 1)
+
+
+@pytest.fixture
+def pg_db():
+    base = os.environ.get(PG_ENV)
+    if not base:
+        if os.environ.get("LEDGER_REQUIRE_PG"):
+            pytest.fail(f"LEDGER_REQUIRE_PG is set but {PG_ENV} is not: run ci/postgres.sh start")
+        pytest.skip(f"no PostgreSQL server: set {PG_ENV} (ci/postgres.sh start prints it)")
+    import psycopg
+
+    admin = PgDb(base).conninfo
+    name = f"ledger_t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin, autocommit=True) as con:
+        con.execute(f'CREATE DATABASE "{name}"')
+    yield PgDb(base.rsplit("/", 1)[0] + "/" + name)
+    with psycopg.connect(admin, autocommit=True) as con:
+        con.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_db(request, tmp_path):
+    """The same test on a SQLite file and on a PostgreSQL database."""
+    if request.param == "sqlite":
+        return tmp_path / "ledger.db"
+    return request.getfixturevalue("pg_db")
 
 
 def run_cli(*args: str):
@@ -75,7 +130,13 @@ def db_at(path: Path, revision: str) -> Path:
     return migrate(path, "upgrade", revision)
 
 
-def query(path: Path, sql: str, params=()) -> list[tuple]:
+def query(path: Path | PgDb, sql: str, params=()) -> list[tuple]:
+    """Rows of `sql` (placeholders: ? on SQLite, %s on PostgreSQL)."""
+    if isinstance(path, PgDb):
+        import psycopg
+
+        with psycopg.connect(path.conninfo) as con:
+            return [tuple(r) for r in con.execute(sql, params or None).fetchall()]
     con = sqlite3.connect(path)
     try:
         return con.execute(sql, params).fetchall()
