@@ -155,6 +155,20 @@ def test_alembic_cli_says_an_unopenable_database_in_one_line(tmp_path):
     assert result.stderr.strip().endswith(f"cannot open {missing}: unable to open database file")
 
 
+def test_a_stopped_server_is_one_line_and_never_shows_the_password(tmp_path):
+    """No server listens on port 1: alembic and ledger each say so in one line."""
+    env = dict(os.environ, LEDGER_DB="postgresql+psycopg://someone:s3cret@127.0.0.1:1/ledger")
+    alembic = subprocess.run([Path(sys.executable).with_name("alembic"), "upgrade", "head"], cwd=REPO,
+                             capture_output=True, text=True, env=env)
+    ledger = subprocess.run([Path(sys.executable).with_name("ledger"), "db", "upgrade"], cwd=tmp_path,
+                            capture_output=True, text=True, env=env)
+    expected = "cannot open postgresql+psycopg://someone:***@127.0.0.1:1/ledger: connection failed: "
+    assert alembic.returncode != 0 and alembic.stdout.startswith(f"FAILED: {expected}")
+    assert ledger.returncode == 1 and ledger.stderr.startswith(f"error: {expected}") and ledger.stderr.count("\n") == 1
+    assert "s3cret" not in alembic.stderr + alembic.stdout + ledger.stderr + ledger.stdout
+    assert "Traceback" not in alembic.stderr
+
+
 def test_older_revision_is_not_silently_changed(db, tmp_path):
     db_at(db, "0002")
     result = run_cli("import", CORPUS, "--db", db)
