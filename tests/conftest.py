@@ -52,6 +52,19 @@ def pytest_report_header(config):
     return f"postgresql: {url}" if url else f"postgresql: {PG_ENV} is not set, its cases skip (ci/postgres.sh start)"
 
 
+def pytest_terminal_summary(terminalreporter):
+    """One line, even under -q, saying whether the PostgreSQL cases ran."""
+    outcomes = {}
+    for outcome in ("passed", "failed", "skipped", "error"):
+        n = sum(1 for r in terminalreporter.stats.get(outcome, ()) if "postgresql" in getattr(r, "nodeid", ""))
+        if n:
+            outcomes[outcome] = n
+    if outcomes:
+        server = os.environ.get(PG_ENV, "no server")
+        terminalreporter.write_line(
+            "PostgreSQL cases: " + ", ".join(f"{n} {o}" for o, n in outcomes.items()) + f" ({server})")
+
+
 @dataclass(frozen=True)
 class PgDb:
     """A PostgreSQL database of one test: str() is the URL for --db."""
