@@ -14,7 +14,7 @@ import typer
 from typer.core import TyperGroup
 
 from ledger import __version__
-from ledger.errors import LedgerError, first_line
+from ledger.errors import LedgerError, first_line, one_line
 
 _TRACEBACK = "ledger.traceback"
 
@@ -40,7 +40,7 @@ class LedgerGroup(TyperGroup):
             error = _as_ledger_error(exc)
             if error is None or ctx.meta.get(_TRACEBACK):
                 raise
-            typer.echo(f"error: {error}", err=True)
+            typer.echo(f"error: {one_line(str(error))}", err=True)
             ctx.exit(error.exit_code)
 
 

@@ -230,6 +230,20 @@ def _read_one(job: tuple[Path, bool]) -> tuple[_Batch, list[str], int]:
     return batch, skipped, count
 
 
+def _exit_with_parent(parent: int) -> None:
+    """Pool initializer: a reader whose `ledger import` died (SIGKILL, the OOM killer)
+    exits too, instead of waiting on its pipes for work that never comes."""
+    import threading
+    import time
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 # Reading is JSON parsing plus per-record checks and keys: CPU-bound Python, and
 # most of an import's time. Past this much input, files are read by a pool of
 # forked processes, one per core, while this process inserts what they have read.
@@ -251,7 +265,8 @@ def _reading(files: list[Path], skip_invalid: bool, progress) -> Iterator[Iterab
     if "fork" not in multiprocessing.get_all_start_methods():
         yield (_read_one(job) for job, _ in zip(jobs, shown))
         return
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
+                               initializer=_exit_with_parent, initargs=(os.getpid(),))
     try:
         # map() submits every job now, so the workers fork before any database
         # connection is opened; it yields in file order, so the first bad file in

@@ -160,7 +160,7 @@ def compile_row(rec: dict, *, default_hardware: str | None = None) -> dict:
             row[name] = value if _fast_ok(value, kind) else _check(name, value, kind)
         elif name == "host_state":
             if not isinstance(value, dict):
-                raise RecordError(f"host_state is not an object ({value!r})")
+                raise RecordError(f"host_state is not an object ({_short(value)})")
             for key, hv in value.items():
                 column = f"host_{key}"
                 if column in COMPILE_FIELDS:
@@ -177,7 +177,7 @@ def compile_row(rec: dict, *, default_hardware: str | None = None) -> dict:
     state = row.get("cache_state")
     if state is not None:
         if state not in CACHE_STATES:
-            raise RecordError(f"cache_state {state!r} is not one of {', '.join(CACHE_STATES)}")
+            raise RecordError(f"cache_state {_short(state)} is not one of {', '.join(CACHE_STATES)}")
         if row.get("cache_state_source") not in CACHE_STATE_SOURCES:
             row["cache_state_source"] = SOURCE_RECORDED
     elif "cache_state_source" in row:
@@ -191,7 +191,10 @@ def compile_row(rec: dict, *, default_hardware: str | None = None) -> dict:
         if not isinstance(prov, dict):
             prov = {"provenance": prov}
         prov.update(extras)
-        row["provenance"] = json.dumps(prov, sort_keys=True, default=str)
+        try:
+            row["provenance"] = json.dumps(prov, sort_keys=True, default=str, allow_nan=False)
+        except ValueError:  # as for a sibling record: provenance is JSON that SQLite can read
+            raise RecordError("holds NaN or Infinity, which JSON (and SQLite's json functions) cannot read") from None
     row["record_key"] = compile_key(row)
     return row
 

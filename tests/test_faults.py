@@ -1,0 +1,302 @@
+"""Faults, on SQLite: the installed `ledger` killed mid-transaction, a read-only
+database or directory, a full disk, a probe killed between transforms.
+
+Read-only and full are made for real, not simulated inside SQLite: in a private
+user and mount namespace (`unshare --user --map-root-user --mount`), a read-only
+bind mount and a small tmpfs. They vanish with the namespace's last process, so a
+failed test leaves no mount behind, and they need no privileges where user
+namespaces are enabled. Root ignores permission bits, so where namespaces are not
+available a non-root run falls back to chmod and a root run skips, saying why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from .conftest import CORPUS, CORPUS_COMPILE, CORPUS_SIBLINGS, compile_records_of_corpus, query, run_cli, write_json
+
+LEDGER = Path(sys.executable).with_name("ledger")
+GOOD = compile_records_of_corpus()[0]
+COUNTS_SQL = "SELECT (SELECT count(*) FROM compile_records) AS c, (SELECT count(*) FROM instrument_records) AS i"
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _env() -> dict:
+    return {k: v for k, v in os.environ.items() if k != "LEDGER_DB"}
+
+
+def _ledger_counts(db: Path) -> tuple[int, int]:
+    """The counts as the ledger reads them (`ledger sql`), not through a connection
+    of the test's own: a read-write sqlite3 connection would quietly roll back a hot
+    journal and hide that the ledger cannot."""
+    result = run_cli("sql", COUNTS_SQL, "--csv", "--db", db)
+    assert result.exit_code == 0, result.output
+    return tuple(int(n) for n in result.stdout.splitlines()[1].split(","))
+
+
+def _big_tree(root: Path, files: int, per_file: int) -> Path:
+    """A legacy tree of files x per_file distinct compile records (the shape of
+    bench/_common.py legacy_records)."""
+    transforms = ("jit", "grad", "vag", "vmap", "vmap_vag", "laxmap_vag", "pyloop_vag")
+    tags = ("census-cold", "census-warm", "census-warm2", "smoke", "cache-warm")
+    for f in range(files):
+        records = []
+        for j in range(per_file):
+            i = f * per_file + j
+            records.append(dict(
+                GOOD, transform=transforms[i % 7], compile_s=1.0 + (i % 997) / 7, trace_s=0.5 + (i % 13) / 3,
+                cache_dir="" if i % 5 == 0 else f"/tmp/cache{i % 17}", tag=tags[i % 5], hostname=f"node{i % 50}",
+                timestamp=f"2026-07-{1 + i % 28:02d}T00:00:00.{i}"))
+        write_json(root / "local_cpu" / f"f{f:02d}.json", records)
+    return root
+
+
+# -- processes we start, and their readers ------------------------------------------------
+
+def _group_alive(pgid: int) -> list[int]:
+    """Live (not zombie) processes of process group `pgid`."""
+    alive = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            alive.append(int(stat.parent.name))
+    return alive
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def test_import_killed_mid_transaction_leaves_nothing_partial(tmp_path, db):
+    assert run_cli("import", CORPUS, "--db", db).exit_code == 0
+    before_sha = _sha(db)
+    before_size = db.stat().st_size
+    tree = _big_tree(tmp_path / "big", files=20, per_file=5_000)
+    journal = Path(f"{db}-journal")
+
+    # its own session: the group is the import and its forked readers, and only they
+    proc = subprocess.Popen([LEDGER, "import", tree, "--db", db], env=_env(), start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        # Inside the transaction, with rows of it already written to the file: the
+        # journal exists (the transaction's first write) and the file has grown
+        # (SQLite's page cache spilled new rows into it).
+        deadline = time.monotonic() + 120
+        while not (journal.exists() and db.stat().st_size > before_size):
+            assert proc.poll() is None, f"the import ended before it could be killed: {proc.stderr.read()}"
+            assert time.monotonic() < deadline, "the import never got inside its transaction"
+            time.sleep(0.002)
+        os.kill(proc.pid, signal.SIGKILL)
+        assert proc.wait(timeout=30) == -signal.SIGKILL
+        if Path("/proc/self/stat").exists():
+            # the forked readers do not outlive it, waiting for work for ever
+            deadline = time.monotonic() + 10
+            while _group_alive(proc.pid):
+                assert time.monotonic() < deadline, f"readers left running: {_group_alive(proc.pid)}"
+                time.sleep(0.05)
+    finally:
+        _kill_group(proc.pid)
+        proc.stderr.close()
+
+    assert journal.exists()  # killed inside the transaction: a hot journal is left
+    # the ledger itself reads the database as it was, and the file is byte for byte
+    # what it was: nothing of the killed import is left
+    assert _ledger_counts(db) == (CORPUS_COMPILE, CORPUS_SIBLINGS)
+    assert not journal.exists()
+    assert _sha(db) == before_sha
+
+    again = subprocess.run([LEDGER, "import", tree, "--db", db], env=_env(), capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    summary = again.stdout.strip().splitlines()[-1]
+    assert summary.startswith("100000 records in 20 files: 100000 compile rows added (")
+    assert summary.endswith(", 0 instrument records added, 0 already present")
+    assert _ledger_counts(db) == (CORPUS_COMPILE + 100_000, CORPUS_SIBLINGS)
+    assert query(db, "PRAGMA integrity_check") == [("ok",)]
+    states = dict(query(db, f"SELECT cache_state, count(*) FROM compile_records WHERE id > {CORPUS_COMPILE} GROUP BY 1"))
+    assert summary.split("added (")[1].split(")")[0] == ", ".join(
+        f"{s} {states.get(s, 0)}" for s in ("cold", "warm", "none", "unknown"))
+
+
+def test_probe_killed_between_transforms_keeps_the_finished_ones(tmp_path, db):
+    """The `ledger probe` process itself dies (SIGKILL, as from the OOM killer) while
+    tracing its third transform: the two measured before it are committed rows.
+    (tests/test_probes_orchestrate.py covers a probe *child* that dies, at the level
+    of the records handed over; this is the ledger's own process and its database.)"""
+    (tmp_path / "probe_killer.py").write_text(textwrap.dedent('''
+        import os
+        import signal
+        import numpy as np
+        import jax
+        import jax.numpy as jnp
+
+        def killed_in_grad(cell):
+            @jax.custom_vjp
+            def fn(x):
+                return jnp.sum(x * x)
+            def fwd(x):
+                return fn(x), x
+            def bwd(res, g):
+                os.kill(os.getpid(), signal.SIGKILL)
+            fn.defvjp(fwd, bwd)
+            return fn, np.ones(4, np.float32)
+    '''))
+    r = subprocess.run([LEDGER, "probe", "--objective", "probe_killer:killed_in_grad", "--transforms", "jit,vmap,grad",
+                        "--tag", "killed", "--db", db], cwd=tmp_path, env=_env(), capture_output=True, text=True)
+    assert r.returncode == -signal.SIGKILL, r.stderr
+    result = run_cli("sql", "SELECT transform, status, compile_s > 0 FROM compile_records ORDER BY id", "--csv", "--db", db)
+    assert (result.exit_code, result.stdout) == (0, "transform,status,compile_s > 0\njit,ok,1\nvmap,ok,1\n")
+    assert query(db, "PRAGMA integrity_check") == [("ok",)]
+    # and the ledger takes the next write
+    write_json(tmp_path / "more.json", [dict(GOOD, tag="after-the-kill")])
+    assert run_cli("import", tmp_path / "more.json", "--db", db).exit_code == 0
+    assert _ledger_counts(db) == (3, 0)
+
+
+# -- read-only and full, for real -----------------------------------------------------------
+
+NAMESPACE = ["unshare", "--user", "--map-root-user", "--mount"]
+
+
+@lru_cache(maxsize=None)
+def _namespaces() -> str | None:
+    """None where a private mount namespace with a tmpfs works here, else why not."""
+    if shutil.which("unshare") is None:
+        return "no unshare(1)"
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            r = subprocess.run([*NAMESPACE, "sh", "-ec", 'mount -t tmpfs -o size=64k tmpfs "$1"', "sh", tmp],
+                               capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"unshare failed: {exc}"
+    return None if r.returncode == 0 else f"no private mount namespace here: {r.stderr.strip()}"
+
+
+def _in_namespace(tmp_path: Path, setup: str, *ledger_args, after: str = "") -> tuple[int, str, str]:
+    """Run `setup` (shell; mounts), then `ledger ledger_args...`, then `after`, in a
+    private user and mount namespace; returns the ledger's (exit code, stdout, stderr)."""
+    (tmp_path / "ns").mkdir(exist_ok=True)
+    out, err, rc = tmp_path / "ns" / "out", tmp_path / "ns" / "err", tmp_path / "ns" / "rc"
+    script = f'''
+        {setup}
+        rc=0; "$LEDGER" "$@" >"$OUT" 2>"$ERR" || rc=$?
+        echo "$rc" >"$RC"
+        {after}
+    '''
+    env = dict(_env(), LEDGER=str(LEDGER), OUT=str(out), ERR=str(err), RC=str(rc))
+    r = subprocess.run([*NAMESPACE, "sh", "-ec", script, "sh", *map(str, ledger_args)],
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and rc.exists(), f"the namespace script failed: {r.stderr}"
+    return int(rc.read_text()), out.read_text(), err.read_text()
+
+
+def _read_only_mount(target: Path) -> str:
+    # one command a line: under sh -e a failed mount stops the script
+    return f'''mount --bind "{target}" "{target}"
+        mount -o remount,ro,bind "{target}"'''
+
+
+def _assert_one_line_error(code: int, stderr: str, *words: str) -> str:
+    assert code == 1, stderr
+    lines = stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in stderr, stderr
+    assert any(w in lines[0] for w in words), lines[0]
+    return lines[0]
+
+
+@pytest.fixture
+def corpus_db(tmp_path) -> Path:
+    db = tmp_path / "data" / "ledger.db"  # a directory of its own, to make read-only
+    db.parent.mkdir()
+    assert run_cli("import", CORPUS, "--db", db).exit_code == 0
+    return db
+
+
+READ_ONLY_WORDS = ("readonly", "read-only", "unable to open")
+WRITES = {"import": lambda: ["import", CORPUS], "pins update": lambda: ["pins", "update"]}
+
+
+@pytest.mark.parametrize("where", ["file", "directory"])
+@pytest.mark.parametrize("command", list(WRITES))
+def test_write_to_a_read_only_database_is_one_line(tmp_path, corpus_db, where, command):
+    db = corpus_db
+    before = _sha(db)
+    args = [*WRITES[command](), "--db", db]
+    target = db if where == "file" else db.parent
+    why = _namespaces()
+    if why is None:
+        code, _, stderr = _in_namespace(tmp_path, _read_only_mount(target), *args)
+    elif os.geteuid() != 0:  # permission bits hold for everyone but root
+        mode = target.stat().st_mode
+        target.chmod(0o444 if where == "file" else 0o555)
+        try:
+            r = subprocess.run([LEDGER, *map(str, args)], env=_env(), capture_output=True, text=True)
+        finally:
+            target.chmod(mode)
+        code, stderr = r.returncode, r.stderr
+    else:
+        pytest.skip(f"running as root, which ignores permission bits, and {why}")
+    _assert_one_line_error(code, stderr, *READ_ONLY_WORDS)
+    assert _sha(db) == before and not Path(f"{db}-journal").exists()
+
+
+def test_new_database_in_a_read_only_directory_is_one_line(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    why = _namespaces()
+    if why is not None:
+        pytest.skip(f"needs a read-only mount: {why}")
+    code, _, stderr = _in_namespace(tmp_path, _read_only_mount(ro), "import", CORPUS, "--db", ro / "new.db")
+    _assert_one_line_error(code, stderr, *READ_ONLY_WORDS)
+    assert list(ro.iterdir()) == []
+
+
+def test_full_disk_is_one_line_and_leaves_the_database_as_it_was(tmp_path, corpus_db):
+    why = _namespaces()
+    if why is not None:
+        pytest.skip(f"needs a small tmpfs: {why}")
+    before = _sha(corpus_db)
+    tree = _big_tree(tmp_path / "big", files=4, per_file=5_000)  # ~8 MB of JSON for a 1 MB disk
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    db = disk / "ledger.db"
+    after_read, left = tmp_path / "after_read.db", tmp_path / "left.txt"
+    code, stdout, stderr = _in_namespace(
+        tmp_path,
+        f'''mount -t tmpfs -o size=1m tmpfs "{disk}"
+            cp "{corpus_db}" "{db}"''',
+        "import", tree, "--db", db,
+        # the next command (`ledger sql`) on the same full disk, then the database as
+        # it left it, copied out before the tmpfs goes with the namespace
+        after=f'''"$LEDGER" sql "{COUNTS_SQL}" --csv --db "{db}" >"{tmp_path}/sql.out" 2>"{tmp_path}/sql.err" || true
+            cp "{db}" "{after_read}"
+            ls -a "{disk}" >"{left}"''',
+    )
+    line = _assert_one_line_error(code, stderr, "full")
+    assert "database or disk is full" in line and stdout == ""
+    # the next ledger command reads the database as it was: nothing partial
+    assert (tmp_path / "sql.err").read_text() == ""
+    assert (tmp_path / "sql.out").read_text() == f"c,i\n{CORPUS_COMPILE},{CORPUS_SIBLINGS}\n"
+    assert _sha(after_read) == before
+    assert "ledger.db-journal" not in left.read_text().split()
