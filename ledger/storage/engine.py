@@ -4,6 +4,12 @@ SQLite's Python driver opens transactions lazily and not for DDL, so a migration
 that fails half-way would leave half a schema. We take transaction control
 (isolation_level=None plus an explicit BEGIN on every SQLAlchemy begin), which
 makes DDL transactional: a failed upgrade rolls back to where it started.
+
+Every transaction of an engine that may write begins IMMEDIATE: it takes the write
+lock first and waits for it (the busy timeout). A deferred transaction that reads
+(the import's duplicate check) and then writes fails at once with "database is
+locked" when another writer holds the lock, and no timeout can help it; with
+IMMEDIATE, many writers queue and all of their rows arrive.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import ArgumentError
 
 from ledger.errors import LedgerError
+from ledger.storage.sqlite_file import busy_timeout_s
 from ledger.storage.url import redact
 
 
@@ -21,11 +28,14 @@ from ledger.storage.url import redact
 _PG_READ_ONLY = "-c default_transaction_read_only=on"
 
 
-def make_engine(url: str, *, read_only: bool = False) -> Engine:
-    """An engine for ``url``; ``read_only`` engines cannot write on either backend."""
+def make_engine(url: str, *, read_only: bool = False, wal: bool = False) -> Engine:
+    """An engine for ``url``; ``read_only`` engines cannot write on either backend;
+    ``wal`` puts a SQLite file in WAL mode (readers never wait for writers)."""
     kwargs = {}
     if read_only and url.startswith("postgresql"):
         kwargs["connect_args"] = {"options": _PG_READ_ONLY}
+    if url.startswith("sqlite"):
+        kwargs["connect_args"] = {"timeout": busy_timeout_s()}
     try:
         engine = create_engine(url, **kwargs)
     except ModuleNotFoundError as exc:
@@ -41,9 +51,13 @@ def make_engine(url: str, *, read_only: bool = False) -> Engine:
             dbapi_conn.execute("PRAGMA foreign_keys = ON")
             if read_only:
                 dbapi_conn.execute("PRAGMA query_only = ON")
+            elif wal:
+                dbapi_conn.execute("PRAGMA journal_mode = WAL")
+
+        begin = "BEGIN" if read_only else "BEGIN IMMEDIATE"
 
         @event.listens_for(engine, "begin")
         def _begin(conn):
-            conn.exec_driver_sql("BEGIN")
+            conn.exec_driver_sql(begin)
 
     return engine

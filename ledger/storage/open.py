@@ -15,6 +15,8 @@ behind, and the engine (made on first use, one per command) is disposed.
 
 from __future__ import annotations
 
+import sys
+from functools import cached_property
 from pathlib import Path
 
 from ledger.errors import LedgerError
@@ -41,13 +43,21 @@ class Ledger:
     def display(self) -> str:
         return self.target.display
 
+    @cached_property
+    def network_fs(self) -> str | None:
+        """The network filesystem a SQLite file sits on, if it does."""
+        from ledger.storage.sqlite_file import network_filesystem
+
+        return network_filesystem(self.path) if self.path is not None else None
+
     @property
     def engine(self):
         if self._engine is None:
             from ledger.storage.engine import make_engine
 
             # read and query never write, on any backend: the connection refuses to
-            self._engine = make_engine(self.target.url, read_only=self.mode in ("read", "query"))
+            self._engine = make_engine(self.target.url, read_only=self.mode in ("read", "query"),
+                                       wal=self.mode == "write" and self.network_fs is None)
         return self._engine
 
     def refresh(self) -> tuple[str | None, str]:
@@ -114,6 +124,10 @@ def open_ledger(db: str | None, mode: str, *, create: bool | None = None) -> Led
     if target.path is not None and not create and not target.path.exists():
         raise LedgerError(f"no ledger database at {target.path}")
     ledger = Ledger(target, mode)
+    if mode == "write" and ledger.network_fs is not None:
+        from ledger.storage.sqlite_file import network_warning
+
+        print(network_warning(ledger.path, ledger.network_fs), file=sys.stderr, flush=True)
     if target.path is not None:
         _recover_hot_journal(target.path)
     if mode == "query":

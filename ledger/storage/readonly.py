@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 
 from ledger.errors import LedgerError, first_line
+from ledger.storage.sqlite_file import busy_timeout_s
 
 READ_ONLY_MSG = "ledger sql is read-only: only SELECT, WITH ... SELECT, EXPLAIN and read-only PRAGMAs run"
 
@@ -48,7 +49,7 @@ def _sqlite_query(path, query: str):
     try:
         # as_uri() percent-encodes the path: a '#' or '?' in a file name must not
         # end the path and drop mode=ro
-        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=busy_timeout_s())
         con.execute("SELECT count(*) FROM sqlite_master")
     except sqlite3.DatabaseError as exc:
         raise LedgerError(f"cannot read {path}: {exc}") from None

@@ -11,6 +11,7 @@ import sqlite3
 from pathlib import Path
 
 from ledger.errors import LedgerError, first_line
+from ledger.storage.sqlite_file import busy_timeout_s
 
 REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006")
 HEAD = REVISIONS[-1]
@@ -37,7 +38,7 @@ def sqlite_status(path: Path) -> tuple[str | None, str]:
             raise LedgerError(f"cannot open {path}: no directory {path.parent}")
         return None, EMPTY
     try:
-        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=busy_timeout_s())
         try:
             tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
             rev = None

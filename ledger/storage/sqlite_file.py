@@ -1,0 +1,75 @@
+"""What a SQLite ledger file needs from the machine: how long a writer waits for the
+lock, and whether the file sits on a network filesystem.
+
+Many `ledger probe`s and imports write one file at once. SQLite serialises them:
+each write transaction takes the write lock when it begins (BEGIN IMMEDIATE, see
+engine.py) and waits up to the busy timeout for it, so no writer fails with
+"database is locked" and none loses rows. In WAL mode readers never wait for
+writers. Both need the file's locks to work, which network filesystems (NFS,
+Lustre, GPFS ...) do not promise across nodes: there the ledger warns, and does not
+switch to WAL, which needs memory shared by every process on one host.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ledger.errors import LedgerError
+
+BUSY_TIMEOUT_ENV = "LEDGER_BUSY_TIMEOUT"
+# Long enough for the longest write a ledger does: a large import is one transaction
+# (100,000 records take a few seconds, a million under a minute on a laptop).
+DEFAULT_BUSY_TIMEOUT_S = 600.0
+
+NETWORK_FILESYSTEMS = frozenset({
+    "nfs", "nfs4", "lustre", "gpfs", "cifs", "smb3", "smbfs", "ceph", "fuse.ceph", "beegfs", "fuse.beegfs",
+    "glusterfs", "fuse.glusterfs", "fuse.sshfs", "afs", "9p", "panfs", "wekafs", "fuse.s3fs",
+})
+
+
+def busy_timeout_s() -> float:
+    """Seconds a SQLite writer waits for the lock: $LEDGER_BUSY_TIMEOUT, else 600."""
+    raw = os.environ.get(BUSY_TIMEOUT_ENV)
+    if raw is None or raw.strip() == "":
+        return DEFAULT_BUSY_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise LedgerError(f"{BUSY_TIMEOUT_ENV}={raw!r} is not a number of seconds")
+    return value
+
+
+def filesystem_type(path: Path, mounts: str | None = None) -> str | None:
+    """The type of the filesystem holding `path`, from /proc/mounts (None where
+    there is no such file, as on macOS)."""
+    if mounts is None:
+        try:
+            mounts = Path("/proc/mounts").read_text()
+        except OSError:
+            return None
+    target = Path(os.path.abspath(path))
+    best, best_type = None, None
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        # mount points escape spaces and tabs as octal (\040)
+        point = Path(fields[1].encode().decode("unicode_escape"))
+        if (point == target or point in target.parents) and (best is None or len(point.parts) > len(best.parts)):
+            best, best_type = point, fields[2]
+    return best_type
+
+
+def network_filesystem(path: Path, mounts: str | None = None) -> str | None:
+    """The network filesystem's type if `path` is on one, else None."""
+    kind = filesystem_type(path.parent if not path.exists() else path, mounts)
+    return kind if kind in NETWORK_FILESYSTEMS or (kind or "").startswith("nfs") else None
+
+
+def network_warning(path: Path, kind: str) -> str:
+    return (f"warning: {path} is on {kind}, a network filesystem: SQLite's locks are not safe there for "
+            "writers on several nodes. Give each node its own ledger file, or use a PostgreSQL server "
+            "(LEDGER_DB=postgresql+psycopg://...).")
