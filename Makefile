@@ -32,6 +32,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_probe_overhead.py
 	$(BIN)/python bench/bench_check.py
 	$(BIN)/python bench/bench_report.py
+	$(BIN)/python bench/bench_concurrency.py
 
 lint: $(STAMP)
 	$(BIN)/python -m compileall -q ledger probes migrations tests bench
