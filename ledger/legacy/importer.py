@@ -22,14 +22,12 @@ from sqlalchemy.engine import Connection, Engine
 
 from ledger.errors import LedgerError
 from ledger.legacy.cache_rule import backfill_sql
-from ledger.record import KEY_FIELDS
+from ledger.storage.bulk import fill_missing_keys, insert_new, insert_sql
 from ledger.storage.models import compile_records, instrument_records
 from ledger.storage.rows import (
     FAST_COLUMNS,
     RecordError,
-    compile_key,
     compile_row,
-    instrument_key,
     instrument_row,
     is_compile_record,
     json_text_is_plain,
@@ -147,60 +145,12 @@ def read_file(path: Path, batch: _Batch, skipped: list[str] | None) -> int:
     return len(data)
 
 
-def _fill_missing_keys(conn: Connection) -> None:
-    """Rows that came in by plain INSERT (or lost their key in a downgrade below 0002)
-    get one, so importing the same records afterwards still adds nothing."""
-    compile_cols = [compile_records.c[f] for f in KEY_FIELDS]
-    _fill_keys(conn, compile_records, compile_cols, compile_key)
-    instrument_cols = [instrument_records.c.record_json, instrument_records.c.hardware]
-    _fill_keys(conn, instrument_records, instrument_cols,
-               lambda r: instrument_key(json.loads(r["record_json"]), r["hardware"]))
-
-
-def _fill_keys(conn: Connection, table, columns, key_of: Callable[[dict], int]) -> None:
-    rows = conn.execute(select(table.c.id, *columns).where(table.c.record_key.is_(None))).mappings().all()
-    if not rows:
-        return
-    taken = set(conn.execute(select(table.c.record_key).where(table.c.record_key.is_not(None))).scalars())
-    updates = []
-    for r in rows:
-        key = key_of(r)
-        if key not in taken:  # a true duplicate among keyless rows keeps no key
-            taken.add(key)
-            updates.append({"k": key, "i": r["id"]})
-    if updates:
-        conn.execute(text(f"UPDATE {table.name} SET record_key = :k WHERE id = :i"), updates)
-
-
-def _insert_sql(conn: Connection, table, columns) -> str:
-    marker = {"qmark": "?", "format": "%s", "pyformat": "%s"}.get(conn.dialect.paramstyle)
-    if marker is None:  # pragma: no cover - neither SQLite nor PostgreSQL
-        raise LedgerError(f"unsupported database driver paramstyle {conn.dialect.paramstyle}")
-    return (
-        f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES ({', '.join([marker] * len(columns))}) "
-        "ON CONFLICT (record_key) WHERE record_key IS NOT NULL DO NOTHING"
-    )
-
-
-def _insert_ignoring_duplicates(conn: Connection, table, rows: list[dict]) -> int:
-    """Insert rows whose record_key is new; returns how many went in.
-
-    A driver-level executemany over just the columns the batch has values for: the
-    SQLAlchemy Core path spent more time building parameters than SQLite spent
-    inserting (bench/bench_import.py)."""
-    if not rows:
-        return 0
-    columns = sorted(set().union(*rows))
-    params = [tuple(map(row.get, columns)) for row in rows]
-    return conn.exec_driver_sql(_insert_sql(conn, table, columns), params).rowcount
-
-
 def _insert_part(conn: Connection, part: _Batch, summary: ImportSummary) -> None:
     if part.fast_rows:
-        sql = _insert_sql(conn, compile_records, FAST_COLUMNS)
+        sql = insert_sql(conn, compile_records, FAST_COLUMNS)
         summary.added_compile += conn.exec_driver_sql(sql, part.fast_rows).rowcount
-    summary.added_compile += _insert_ignoring_duplicates(conn, compile_records, part.compile_rows)
-    summary.added_instrument += _insert_ignoring_duplicates(conn, instrument_records, part.instrument_rows)
+    summary.added_compile += insert_new(conn, compile_records, part.compile_rows)
+    summary.added_instrument += insert_new(conn, instrument_records, part.instrument_rows)
     summary.duplicates += len(part)
 
 
@@ -289,7 +239,7 @@ def import_paths(
     summary = ImportSummary(files=len(files))
     engine.dispose()  # no open database connection may cross into forked readers
     with _reading(files, skip_invalid, progress) as parts, engine.begin() as conn:
-        _fill_missing_keys(conn)
+        fill_missing_keys(conn)
         first_id = _max_id(conn)
         for part, skipped, count in parts:
             summary.records += count

@@ -184,19 +184,24 @@ def compile_row(rec: dict, *, default_hardware: str | None = None) -> dict:
         # Left for the backfill rule, which the importer runs as SQL afterwards.
         row["cache_state_source"] = None
     if extras:
-        try:
-            prov = json.loads(row["provenance"]) if row.get("provenance") else {}
-        except ValueError:
-            prov = row["provenance"]
-        if not isinstance(prov, dict):
-            prov = {"provenance": prov}
-        prov.update(extras)
-        try:
-            row["provenance"] = json.dumps(prov, sort_keys=True, default=str, allow_nan=False)
-        except ValueError:  # as for a sibling record: provenance is JSON that SQLite can read
-            raise RecordError("holds NaN or Infinity, which JSON (and SQLite's json functions) cannot read") from None
+        row["provenance"] = _with_extras(row.get("provenance"), extras)
     row["record_key"] = compile_key(row)
     return row
+
+
+def _with_extras(provenance: str | None, extras: dict) -> str:
+    """Fields the contract has no column for, kept in the provenance JSON."""
+    try:
+        prov = json.loads(provenance) if provenance else {}
+    except ValueError:
+        prov = provenance
+    if not isinstance(prov, dict):
+        prov = {"provenance": prov}
+    prov.update(extras)
+    try:
+        return json.dumps(prov, sort_keys=True, default=str, allow_nan=False)
+    except ValueError:  # as for a sibling record: provenance is JSON that SQLite can read
+        raise RecordError("holds NaN or Infinity, which JSON (and SQLite's json functions) cannot read") from None
 
 
 def instrument_row(rec: dict, *, default_hardware: str | None = None) -> dict:

@@ -1,0 +1,67 @@
+"""Writing many rows at once, keyed so that writing them again adds nothing: what
+`ledger import` and `ledger merge` share.
+
+Every compile and sibling row carries record_key, a digest of its identity
+(rows.py); the unique index on it makes an INSERT of a row already present a no-op.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Callable
+
+from sqlalchemy import select, text
+from sqlalchemy.engine import Connection
+
+from ledger.errors import LedgerError
+from ledger.record import KEY_FIELDS
+from ledger.storage.models import compile_records, instrument_records
+from ledger.storage.rows import compile_key, instrument_key
+
+
+def fill_missing_keys(conn: Connection) -> None:
+    """Rows that came in by plain INSERT (or lost their key in a downgrade below 0002)
+    get one, so importing the same records afterwards still adds nothing."""
+    compile_cols = [compile_records.c[f] for f in KEY_FIELDS]
+    _fill_keys(conn, compile_records, compile_cols, compile_key)
+    instrument_cols = [instrument_records.c.record_json, instrument_records.c.hardware]
+    _fill_keys(conn, instrument_records, instrument_cols,
+               lambda r: instrument_key(json.loads(r["record_json"]), r["hardware"]))
+
+
+def _fill_keys(conn: Connection, table, columns, key_of: Callable[[dict], int]) -> None:
+    rows = conn.execute(select(table.c.id, *columns).where(table.c.record_key.is_(None))).mappings().all()
+    if not rows:
+        return
+    taken = set(conn.execute(select(table.c.record_key).where(table.c.record_key.is_not(None))).scalars())
+    updates = []
+    for r in rows:
+        key = key_of(r)
+        if key not in taken:  # a true duplicate among keyless rows keeps no key
+            taken.add(key)
+            updates.append({"k": key, "i": r["id"]})
+    if updates:
+        conn.execute(text(f"UPDATE {table.name} SET record_key = :k WHERE id = :i"), updates)
+
+
+def insert_sql(conn: Connection, table, columns) -> str:
+    marker = {"qmark": "?", "format": "%s", "pyformat": "%s"}.get(conn.dialect.paramstyle)
+    if marker is None:  # pragma: no cover - neither SQLite nor PostgreSQL
+        raise LedgerError(f"unsupported database driver paramstyle {conn.dialect.paramstyle}")
+    return (
+        f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES ({', '.join([marker] * len(columns))}) "
+        "ON CONFLICT (record_key) WHERE record_key IS NOT NULL DO NOTHING"
+    )
+
+
+def insert_new(conn: Connection, table, rows: list[dict]) -> int:
+    """Insert rows whose record_key is new; returns how many went in.
+
+    A driver-level executemany over just the columns the batch has values for: the
+    SQLAlchemy Core path spent more time building parameters than SQLite spent
+    inserting (bench/bench_import.py)."""
+    if not rows:
+        return 0
+    columns = sorted(set().union(*rows))
+    params = [tuple(map(row.get, columns)) for row in rows]
+    return conn.exec_driver_sql(insert_sql(conn, table, columns), params).rowcount
