@@ -71,10 +71,11 @@ def _root(
     ctx.meta[_TRACEBACK] = traceback
 
 
-from ledger.cli import db, legacy, pins, probe, report, sql, watch  # noqa: E402  (the groups need `app`'s root above)
+from ledger.cli import db, legacy, merge, pins, probe, report, sql, watch  # noqa: E402  (the groups need `app`'s root above)
 
 app.command("import")(legacy.import_cmd)
 app.command("export")(legacy.export_cmd)
+app.command("merge")(merge.merge_cmd)
 app.command("sql")(sql.sql_cmd)
 app.command("probe")(probe.probe_cmd)
 app.command("objectives")(probe.objectives_cmd)

@@ -65,7 +65,7 @@ def describe_key(row) -> str:
 
 @dataclass
 class Change:
-    action: str  # pin | repin
+    action: str  # pin | repin | merge (taken from another ledger by `ledger merge`)
     key: str
     new: dict
     old: dict | None = None
@@ -73,8 +73,8 @@ class Change:
     def line(self) -> str:
         new = f"row {self.new['id']} {self.new['compile_s']:.4g}s ({self.new['tag']}, {self.new['timestamp']})"
         loaded = " [loaded host]" if self.new["loaded"] else ""
-        if self.action == "pin":
-            return f"new     {describe_key(self.new)}: {new}{loaded}"
+        if self.action in ("pin", "merge"):
+            return f"{'new' if self.action == 'pin' else 'merged':<7} {describe_key(self.new)}: {new}{loaded}"
         old = f"row {self.old['row_id']} {self.old['compile_s']:.4g}s"
         return f"repin   {describe_key(self.new)}: {old} -> {new}{loaded}"
 
@@ -158,6 +158,14 @@ def apply_plan(conn, plan: PinPlan) -> None:
             conn.execute(sa.update(pins).where(pins.c.pin_key == c.key).values(**values))
     if plan.changes:
         conn.execute(sa.insert(pin_history), [_history_values(c, now) for c in plan.changes])
+
+
+def adopt_pins(conn, changes: list[Change]) -> None:
+    """Pins of keys this ledger had not pinned, taken from another (`ledger merge`)."""
+    now = utc_now()
+    if changes:
+        conn.execute(sa.insert(pins), [_pin_values(c, now) for c in changes])
+        conn.execute(sa.insert(pin_history), [_history_values(c, now) for c in changes])
 
 
 def update_pins(engine, *, filters=None, repin=False, allow_loaded=False, dry_run=False) -> PinPlan:

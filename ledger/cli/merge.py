@@ -1,0 +1,25 @@
+"""`ledger merge`: per-node ledgers into one, as a thin shell over ledger.merge."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ledger.cli.options import DbOpt
+
+
+def merge_cmd(
+    sources: Annotated[list[str], typer.Argument(help="Ledgers to merge from (files or URLs); never changed.")],
+    db: DbOpt = None,
+) -> None:
+    """Merge per-node ledgers into this one: idempotent, all or nothing; conflicts listed."""
+    from ledger.merge import merge
+
+    display, summaries = merge(sources, db)
+    for s in summaries:
+        typer.echo(f"merged {s.line()}")
+        for conflict in (*s.conflicts, *s.pins.conflicts):
+            typer.echo(f"  conflict: {conflict}")
+    added = sum(s.added for s in summaries)
+    typer.echo(f"{len(summaries)} ledgers merged into {display}: {added} compile rows added")
