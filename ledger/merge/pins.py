@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
+from ledger.storage.bulk import lookup
 from ledger.storage.models import compile_records, pins
 from ledger.watch.pins import Change, adopt_pins, describe_key, existing_pins
 
@@ -26,32 +27,13 @@ class PinMerge:
     conflicts: list[str] = field(default_factory=list)
 
 
-def _row_keys(conn, ids: list[int]) -> dict[int, int]:
-    """row id -> record_key, for the given rows."""
-    out = {}
-    for start in range(0, len(ids), 500):
-        query = sa.select(compile_records.c.id, compile_records.c.record_key).where(
-            compile_records.c.id.in_(ids[start:start + 500]))
-        out.update(conn.execute(query).all())
-    return out
-
-
-def _ids_of(conn, keys: list[int]) -> dict[int, int]:
-    """record_key -> row id, in this ledger."""
-    out = {}
-    for start in range(0, len(keys), 500):
-        query = sa.select(compile_records.c.record_key, compile_records.c.id).where(
-            compile_records.c.record_key.in_(keys[start:start + 500]))
-        out.update(conn.execute(query).all())
-    return out
-
-
 def merge_pins(src, dest) -> PinMerge:
     theirs = [dict(r) for r in src.execute(sa.select(pins)).mappings()]
     ours = existing_pins(dest, None)
-    src_keys = _row_keys(src, [p["row_id"] for p in theirs])
-    dest_ids = _ids_of(dest, [k for k in src_keys.values() if k is not None])
-    our_keys = _row_keys(dest, [p["row_id"] for p in ours.values()])
+    # a pin's row is found in the other ledger by its identity, not its id
+    src_keys = lookup(src, compile_records, "id", "record_key", [p["row_id"] for p in theirs])
+    dest_ids = lookup(dest, compile_records, "record_key", "id", [k for k in src_keys.values() if k is not None])
+    our_keys = lookup(dest, compile_records, "id", "record_key", [p["row_id"] for p in ours.values()])
     out, adopt = PinMerge(), []
     for pin in theirs:
         record_key = src_keys.get(pin["row_id"])

@@ -9,7 +9,7 @@ import json
 import sqlalchemy as sa
 
 from ledger.record import COMPILE_FIELDS
-from ledger.storage.bulk import insert_new
+from ledger.storage.bulk import insert_new, lookup
 from ledger.storage.models import INSTRUMENT_COLUMNS, compile_records, instrument_records
 from ledger.storage.rows import compile_key, instrument_key
 
@@ -24,16 +24,6 @@ def _chunks(conn, table, columns):
         yield [dict(r) for r in rows]
 
 
-def _states_of(conn, keys: list[int]) -> dict[int, str]:
-    out = {}
-    for start in range(0, len(keys), 500):
-        part = keys[start:start + 500]
-        query = sa.select(compile_records.c.record_key, compile_records.c.cache_state).where(
-            compile_records.c.record_key.in_(part))
-        out.update(conn.execute(query).all())
-    return out
-
-
 def copy_compile_rows(src, dest) -> tuple[int, int, list[str]]:
     """(added, already present, conflicts) for the source's compile rows."""
     added = present = 0
@@ -45,7 +35,7 @@ def copy_compile_rows(src, dest) -> tuple[int, int, list[str]]:
         n = insert_new(dest, compile_records, rows)
         added += n
         if n < len(rows):  # some were there: the same identity must say the same state
-            have = _states_of(dest, [r["record_key"] for r in rows])
+            have = lookup(dest, compile_records, "record_key", "cache_state", [r["record_key"] for r in rows])
             mine = {r["record_key"]: r for r in rows}
             for key, state in have.items():
                 row = mine[key]

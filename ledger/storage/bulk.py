@@ -65,3 +65,13 @@ def insert_new(conn: Connection, table, rows: list[dict]) -> int:
     columns = sorted(set().union(*rows))
     params = [tuple(map(row.get, columns)) for row in rows]
     return conn.exec_driver_sql(insert_sql(conn, table, columns), params).rowcount
+
+
+def lookup(conn: Connection, table, by: str, want: str, values) -> dict:
+    """{row[by]: row[want]} for the rows whose `by` column is one of `values`, asked
+    500 at a time (a bound-parameter list has limits on every backend)."""
+    values, out = list(values), {}
+    for start in range(0, len(values), 500):
+        query = select(table.c[by], table.c[want]).where(table.c[by].in_(values[start:start + 500]))
+        out.update(conn.execute(query).all())
+    return out
