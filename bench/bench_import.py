@@ -6,7 +6,8 @@ ledger database is created at head (`ledger db upgrade`) before the timed import
 the floor's CREATE TABLE is not timed either, and schema creation is a one-off
 that does not grow with the records.
 Target: at most 2x.
-Run: .venv/bin/python bench/bench_import.py [N]
+Run: .venv/bin/python bench/bench_import.py [N] [FILES]   (default 100,000 records in 10 files;
+FILES=1 is the one-large-file case, where the forked readers cannot help)
 """
 
 from __future__ import annotations
@@ -51,10 +52,11 @@ def timed(cmd, prepare=None) -> float:
 
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
+    files = int(sys.argv[2]) if len(sys.argv) > 2 else 10
     with tempfile.TemporaryDirectory() as tmp:
         tree = Path(tmp) / "tree" / "local_cpu"
         tree.mkdir(parents=True)
-        per_file = 10_000
+        per_file = -(-n // files)
         for start in range(0, n, per_file):
             (tree / f"probe{start // per_file:03d}.json").write_text(
                 json.dumps(legacy_records(min(per_file, n - start), seed=start))
@@ -73,7 +75,7 @@ def main() -> None:
         assert out.split()[-1] == str(n), out
     ratio = ledger / floor
     paired = sorted(b / a for a, b in zip(floors, ledgers))
-    print(f"{n:,} records: json.load + sqlite3 executemany (floor) {floor:.2f}s   ledger import {ledger:.2f}s"
+    print(f"{n:,} records in {files} file(s): json.load + sqlite3 executemany (floor) {floor:.2f}s   ledger import {ledger:.2f}s"
           f"   (best of {RUNS}, interleaved)")
     print(f"ratio {ratio:.2f}x (target <= 2x) {verdict(ratio, 2.0)}; "
           f"per-run ratios {paired[0]:.2f}..{paired[-1]:.2f}, median {paired[len(paired) // 2]:.2f}")

@@ -186,7 +186,7 @@ def forked_readers(monkeypatch):
     import concurrent.futures
     import multiprocessing
 
-    import ledger.legacy.importer
+    import ledger.legacy.reading
 
     if "fork" not in multiprocessing.get_all_start_methods():
         pytest.skip("no fork start method here: the importer reads serially on this platform")
@@ -197,19 +197,19 @@ def forked_readers(monkeypatch):
             pools.append(args[0] if args else kwargs.get("max_workers"))
             super().__init__(*args, **kwargs)
 
-    monkeypatch.setattr(ledger.legacy.importer, "PARALLEL_BYTES", 0)
-    monkeypatch.setattr(ledger.legacy.importer.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(ledger.legacy.reading, "PARALLEL_BYTES", 0)
+    monkeypatch.setattr(ledger.legacy.reading.os, "cpu_count", lambda: 2)
     monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", CountedPool)
     return pools
 
 
 def test_parallel_readers_give_the_same_rows(tmp_path, forked_readers):
     serial, parallel = tmp_path / "s.db", tmp_path / "p.db"
-    import ledger.legacy.importer
+    import ledger.legacy.reading
 
     assert run_cli("import", CORPUS, "--db", parallel).exit_code == 0
     assert forked_readers == [2]  # the forked path ran, with two readers
-    ledger.legacy.importer.PARALLEL_BYTES = 1 << 40
+    ledger.legacy.reading.PARALLEL_BYTES = 1 << 40
     assert run_cli("import", CORPUS, "--db", serial).exit_code == 0
     sql = "SELECT record_key, tag, cache_state, cache_state_source FROM compile_records ORDER BY id"
     assert query(parallel, sql) == query(serial, sql) and len(query(serial, sql)) == CORPUS_COMPILE
@@ -226,6 +226,38 @@ def test_parallel_readers_bad_file_writes_nothing(tmp_path, db, forked_readers):
     assert not db.exists()  # the failed command's new, empty database is not left behind
     ok = run_cli("import", tree.parent, "--skip-invalid", "--db", db)
     assert ok.exit_code == 0 and _counts(db) == (52, 0)
+
+
+def test_large_files_read_in_parts_give_the_same_rows(tmp_path, forked_readers, monkeypatch):
+    import ledger.legacy.reading
+
+    monkeypatch.setattr(ledger.legacy.reading, "SPLIT_BYTES", 0)  # every file in 4 parts
+    serial, parts = tmp_path / "s.db", tmp_path / "p.db"
+    assert run_cli("import", CORPUS, "--db", parts).exit_code == 0
+    assert forked_readers == [2]
+    monkeypatch.setattr(ledger.legacy.reading, "PARALLEL_BYTES", 1 << 40)
+    assert run_cli("import", CORPUS, "--db", serial).exit_code == 0
+    sql = "SELECT record_key, tag, cache_state, cache_state_source FROM compile_records ORDER BY id"
+    assert query(parts, sql) == query(serial, sql) and len(query(serial, sql)) == CORPUS_COMPILE
+
+
+def test_a_file_read_in_parts_reports_like_a_file_read_whole(tmp_path, db, forked_readers, monkeypatch):
+    import ledger.legacy.reading
+
+    monkeypatch.setattr(ledger.legacy.reading, "SPLIT_BYTES", 0)
+    tree = tmp_path / "tree" / "local_cpu"
+    records = [dict(GOOD, tag=f"t{i}") for i in range(40)]
+    records[33] = dict(GOOD, steady_s="fast")  # in the last of the 4 parts
+    write_json(tree / "a.json", records)
+    write_json(tree / "b.json", "[{not json")
+    result = run_cli("import", tree.parent, "--db", db)
+    assert result.output == f"error: {tree / 'a.json'}: record 33: steady_s is not a number ('fast')\n"
+    skipping = run_cli("import", tree.parent, "--skip-invalid", "--db", db)
+    assert skipping.exit_code == 0 and _counts(db) == (39, 0)
+    # each problem once, though every part of the file met it
+    assert [line for line in skipping.output.splitlines() if line.startswith("skipped: ")] == [
+        f"skipped: {tree / 'a.json'}: record 33: steady_s is not a number ('fast')",
+        f"skipped: {tree / 'b.json'}: invalid JSON: Expecting property name enclosed in double quotes: line 1 column 3 (char 2)"]
 
 
 def test_fast_path_and_record_by_record_path_build_the_same_rows():

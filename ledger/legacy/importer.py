@@ -1,7 +1,7 @@
 """`ledger import`: legacy results trees and single JSON files into the ledger.
 
 All or nothing: the rows go in inside one transaction, file by file as they are
-checked, and the first bad file or record (in file order) rolls all of it back.
+checked (reading.py), and the first bad file or record (in file order) rolls all of it back.
 Idempotent: rows carry a content key and a key already present is skipped. Compile
 records without a recorded cache_state get it from the very UPDATE the 0003 data
 migration runs.
@@ -9,31 +9,21 @@ migration runs.
 
 from __future__ import annotations
 
-import json
-import os
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable
 
 from sqlalchemy import func, select, text
 from sqlalchemy.engine import Connection, Engine
 
-from ledger.errors import LedgerError
 from ledger.legacy.cache_rule import backfill_sql
+from ledger.legacy.reading import Batch, find_json_files, reading
 from ledger.storage.bulk import fill_missing_keys, insert_new, insert_sql
 from ledger.storage.models import compile_records, instrument_records
-from ledger.storage.rows import (
-    FAST_COLUMNS,
-    RecordError,
-    compile_row,
-    instrument_row,
-    is_compile_record,
-    json_text_is_plain,
-    legacy_rows_fast,
-    plain_legacy,
-)
+from ledger.storage.rows import FAST_COLUMNS
+
+__all__ = ["ImportSummary", "find_json_files", "import_paths"]
 
 
 @dataclass
@@ -47,105 +37,7 @@ class ImportSummary:
     skipped: list[str] = field(default_factory=list)
 
 
-@dataclass
-class _Batch:
-    compile_rows: list[dict] = field(default_factory=list)
-    # legacy-only records, checked a column at a time (the common, bulk case)
-    fast_rows: list[tuple] = field(default_factory=list)
-    instrument_rows: list[dict] = field(default_factory=list)
-
-    def __len__(self) -> int:
-        return len(self.compile_rows) + len(self.fast_rows) + len(self.instrument_rows)
-
-
-def find_json_files(paths: Iterable[str | Path]) -> list[Path]:
-    """A tree is `<root>/<hardware>/<name>.json`; walk it in a stable order."""
-    files: list[Path] = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            # *.json in any case; a broken link is kept (and reported when read), a
-            # directory that happens to be called x.json is not a file to import
-            found = (f for f in p.rglob("*") if f.suffix.lower() == ".json" and (f.is_file() or f.is_symlink()))
-            files.extend(sorted(found))
-        elif p.is_file():
-            files.append(p)
-        else:
-            raise LedgerError(f"{p}: no such file or directory")
-    return files
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
-
-
-def _hardware_from_path(path: Path) -> str | None:
-    # Legacy trees name the hardware in the directory; records normally carry it too.
-    parent = path.parent.name
-    return parent if parent.startswith("local_") else None
-
-
-def _load(path: Path, bad: Callable[[str], None]) -> tuple[str, list] | None:
-    """The file's text and its top-level list, or None after reporting why not."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        return bad(f"{path}: cannot read: {exc.strerror or exc}")
-    except UnicodeDecodeError as exc:
-        return bad(f"{path}: not UTF-8 text: {exc.reason} at byte {exc.start}")
-    try:
-        data = json.loads(text)
-    except ValueError as exc:  # json.JSONDecodeError
-        return bad(f"{path}: invalid JSON: {exc}")
-    except RecursionError:
-        return bad(f"{path}: invalid JSON: nested too deeply")
-    if not isinstance(data, list):
-        return bad(f"{path}: not a list of records (top level is {type(data).__name__})")
-    return text, data
-
-
-def read_file(path: Path, batch: _Batch, skipped: list[str] | None) -> int:
-    """Check one file's records into `batch`; returns how many records it held.
-
-    With `skipped` None a bad file or record raises; otherwise it is listed there and
-    the rest of the file still goes in."""
-
-    def bad(msg: str) -> None:
-        if skipped is None:
-            raise LedgerError(msg)
-        skipped.append(msg)
-
-    loaded = _load(path, bad)
-    if loaded is None:
-        return 0
-    text, data = loaded
-    hardware = _hardware_from_path(path)
-    if all(type(rec) is dict for rec in data):
-        plain = [rec for rec in data if is_compile_record(rec) and plain_legacy(rec)]
-        if len(plain) == len(data):
-            fast = legacy_rows_fast(plain, default_hardware=hardware, text_checked=json_text_is_plain(text))
-            if fast is not None:
-                batch.fast_rows.extend(fast)
-                return len(data)
-    # The general path, record by record: mixed files, extra fields, and any file
-    # with a value to convert or to report by its record index.
-    for i, rec in enumerate(data):
-        if not isinstance(rec, dict):
-            bad(f"{path}: record {i}: not an object ({type(rec).__name__})")
-            continue
-        try:
-            if is_compile_record(rec):
-                batch.compile_rows.append(compile_row(rec, default_hardware=hardware))
-            else:
-                batch.instrument_rows.append(instrument_row(rec, default_hardware=hardware))
-        except RecordError as exc:
-            bad(f"{path}: record {i}: {exc}")
-    return len(data)
-
-
-def _insert_part(conn: Connection, part: _Batch, summary: ImportSummary) -> None:
+def _insert_part(conn: Connection, part: Batch, summary: ImportSummary) -> None:
     if part.fast_rows:
         sql = insert_sql(conn, compile_records, FAST_COLUMNS)
         summary.added_compile += conn.exec_driver_sql(sql, part.fast_rows).rowcount
@@ -173,60 +65,6 @@ def _count_states_since(conn: Connection, max_id: int, summary: ImportSummary) -
     summary.by_state.update({state: n for state, n in states})
 
 
-def _read_one(job: tuple[Path, bool]) -> tuple[_Batch, list[str], int]:
-    path, skip_invalid = job
-    batch, skipped = _Batch(), []
-    count = read_file(path, batch, skipped if skip_invalid else None)
-    return batch, skipped, count
-
-
-def _exit_with_parent(parent: int) -> None:
-    """Pool initializer: a reader whose `ledger import` died (SIGKILL, the OOM killer)
-    exits too, instead of waiting on its pipes for work that never comes."""
-    import threading
-    import time
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.2)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
-
-
-# Reading is JSON parsing plus per-record checks and keys: CPU-bound Python, and
-# most of an import's time. Past this much input, files are read by a pool of
-# forked processes, one per core, while this process inserts what they have read.
-PARALLEL_BYTES = 4 << 20
-
-
-@contextmanager
-def _reading(files: list[Path], skip_invalid: bool, progress) -> Iterator[Iterable[tuple[_Batch, list[str], int]]]:
-    """The files' checked rows, in file order, as they become ready."""
-    jobs = [(f, skip_invalid) for f in files]
-    shown = progress(files) if progress else files
-    workers = min(os.cpu_count() or 1, len(files))
-    if workers < 2 or sum(map(_size, files)) <= PARALLEL_BYTES:
-        yield (_read_one(job) for job, _ in zip(jobs, shown))
-        return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    if "fork" not in multiprocessing.get_all_start_methods():
-        yield (_read_one(job) for job, _ in zip(jobs, shown))
-        return
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
-                               initializer=_exit_with_parent, initargs=(os.getpid(),))
-    try:
-        # map() submits every job now, so the workers fork before any database
-        # connection is opened; it yields in file order, so the first bad file in
-        # order is the one reported.
-        results = pool.map(_read_one, jobs)
-        yield (result for result, _ in zip(results, shown))
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
 def import_paths(
     engine: Engine,
     paths: Iterable[str | Path],
@@ -238,7 +76,7 @@ def import_paths(
     files = find_json_files(paths)
     summary = ImportSummary(files=len(files))
     engine.dispose()  # no open database connection may cross into forked readers
-    with _reading(files, skip_invalid, progress) as parts, engine.begin() as conn:
+    with reading(files, skip_invalid, progress) as parts, engine.begin() as conn:
         fill_missing_keys(conn)
         first_id = _max_id(conn)
         for part, skipped, count in parts:

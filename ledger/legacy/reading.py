@@ -1,0 +1,218 @@
+"""Reading legacy JSON for `ledger import`: finding the files, parsing them, and
+checking every record into rows, in forked reader processes when there is enough
+to read (reading is most of an import's time: JSON parsing plus per-record checks
+and keys, CPU-bound Python).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from ledger.errors import LedgerError
+from ledger.storage.rows import (
+    RecordError,
+    compile_row,
+    instrument_row,
+    is_compile_record,
+    json_text_is_plain,
+    legacy_rows_fast,
+    plain_legacy,
+)
+
+
+@dataclass
+class Batch:
+    compile_rows: list[dict] = field(default_factory=list)
+    # legacy-only records, checked a column at a time (the common, bulk case)
+    fast_rows: list[tuple] = field(default_factory=list)
+    instrument_rows: list[dict] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.compile_rows) + len(self.fast_rows) + len(self.instrument_rows)
+
+
+def find_json_files(paths: Iterable[str | Path]) -> list[Path]:
+    """A tree is `<root>/<hardware>/<name>.json`; walk it in a stable order."""
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            # *.json in any case; a broken link is kept (and reported when read), a
+            # directory that happens to be called x.json is not a file to import
+            found = (f for f in p.rglob("*") if f.suffix.lower() == ".json" and (f.is_file() or f.is_symlink()))
+            files.extend(sorted(found))
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise LedgerError(f"{p}: no such file or directory")
+    return files
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _hardware_from_path(path: Path) -> str | None:
+    # Legacy trees name the hardware in the directory; records normally carry it too.
+    parent = path.parent.name
+    return parent if parent.startswith("local_") else None
+
+
+def _load(path: Path, bad: Callable[[str], None]) -> tuple[bool, list] | None:
+    """Whether the file's text is plain (rows.json_text_is_plain) and its top-level
+    list, or None after reporting why not."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        return bad(f"{path}: cannot read: {exc.strerror or exc}")
+    except UnicodeDecodeError as exc:
+        return bad(f"{path}: not UTF-8 text: {exc.reason} at byte {exc.start}")
+    try:
+        data = json.loads(text)
+    except ValueError as exc:  # json.JSONDecodeError
+        return bad(f"{path}: invalid JSON: {exc}")
+    except RecursionError:
+        return bad(f"{path}: invalid JSON: nested too deeply")
+    if not isinstance(data, list):
+        return bad(f"{path}: not a list of records (top level is {type(data).__name__})")
+    return json_text_is_plain(text), data
+
+
+# The file a reader process parsed last: the parts of one large file share it, so
+# each reader parses that file once, however many of its parts it is handed.
+_SHARED: list = [None, None]
+
+
+def _load_shared(path: Path, bad: Callable[[str], None]) -> tuple[bool, list] | None:
+    if _SHARED[0] != path:
+        problems: list[str] = []
+        _SHARED[:] = [path, (_load(path, problems.append), problems)]
+    loaded, problems = _SHARED[1]
+    for msg in problems:
+        bad(msg)
+    return loaded
+
+
+def read_file(path: Path, batch: Batch, skipped: list[str] | None, part: tuple[int, int] = (0, 1)) -> int:
+    """Check one file's records into `batch`; returns how many records it held.
+
+    With `skipped` None a bad file or record raises; otherwise it is listed there and
+    the rest of the file still goes in. `part` (i, n) takes the i-th of n equal runs
+    of the records; a problem with the file as a whole is reported by its part 0."""
+
+    def bad(msg: str) -> None:
+        if skipped is None:
+            raise LedgerError(msg)
+        skipped.append(msg)
+
+    index, parts = part
+    loaded = _load(path, bad) if parts == 1 else _load_shared(path, bad if index == 0 else lambda msg: None)
+    if loaded is None:
+        return 0
+    text_plain, everything = loaded
+    lo, hi = len(everything) * index // parts, len(everything) * (index + 1) // parts
+    data = everything[lo:hi] if parts > 1 else everything
+    hardware = _hardware_from_path(path)
+    if all(type(rec) is dict for rec in data):
+        plain = [rec for rec in data if is_compile_record(rec) and plain_legacy(rec)]
+        if len(plain) == len(data):
+            fast = legacy_rows_fast(plain, default_hardware=hardware, text_checked=text_plain)
+            if fast is not None:
+                batch.fast_rows.extend(fast)
+                return len(data)
+    # The general path, record by record: mixed files, extra fields, and any file
+    # with a value to convert or to report by its record index.
+    for i, rec in enumerate(data, start=lo):
+        if not isinstance(rec, dict):
+            bad(f"{path}: record {i}: not an object ({type(rec).__name__})")
+            continue
+        try:
+            if is_compile_record(rec):
+                batch.compile_rows.append(compile_row(rec, default_hardware=hardware))
+            else:
+                batch.instrument_rows.append(instrument_row(rec, default_hardware=hardware))
+        except RecordError as exc:
+            bad(f"{path}: record {i}: {exc}")
+    return len(data)
+
+
+def _read_one(job: tuple[Path, bool, tuple[int, int]]) -> tuple[Batch, list[str], int]:
+    path, skip_invalid, part = job
+    batch, skipped = Batch(), []
+    count = read_file(path, batch, skipped if skip_invalid else None, part)
+    return batch, skipped, count
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Pool initializer: a reader whose `ledger import` died (SIGKILL, the OOM killer)
+    exits too, instead of waiting on its pipes for work that never comes."""
+    import threading
+    import time
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+# Reading is JSON parsing plus per-record checks and keys: CPU-bound Python, and
+# most of an import's time. Past this much input, files are read by a pool of
+# forked processes, one per core, while this process inserts what they have read.
+PARALLEL_BYTES = 4 << 20
+
+
+# A file past this size is read in parts by several readers at once (each parses it
+# once and checks its share of the records), so one large file is not read by one
+# process while the others wait.
+SPLIT_BYTES = 8 << 20
+
+
+def _jobs(files: list[Path], skip_invalid: bool, readers: int) -> list[tuple[Path, bool, tuple[int, int]]]:
+    jobs = []
+    for f in files:
+        parts = 2 * readers if readers > 1 and _size(f) > SPLIT_BYTES else 1
+        jobs.extend((f, skip_invalid, (i, parts)) for i in range(parts))
+    return jobs
+
+
+def _file_by_file(results, jobs, shown) -> Iterator[tuple[Batch, list[str], int]]:
+    """The results in job order, advancing the progress display once per file."""
+    shown = iter(shown)
+    for (_, _, (index, parts)), result in zip(jobs, results):
+        if index == parts - 1:
+            next(shown, None)
+        yield result
+
+
+@contextmanager
+def reading(files: list[Path], skip_invalid: bool, progress) -> Iterator[Iterable[tuple[Batch, list[str], int]]]:
+    """The files' checked rows, in file order, as they become ready."""
+    shown = progress(files) if progress else files
+    import multiprocessing
+
+    readers = os.cpu_count() or 1
+    if readers < 2 or sum(map(_size, files)) <= PARALLEL_BYTES or "fork" not in multiprocessing.get_all_start_methods():
+        jobs = _jobs(files, skip_invalid, 1)
+        yield _file_by_file(map(_read_one, jobs), jobs, shown)
+        return
+    from concurrent.futures import ProcessPoolExecutor
+
+    jobs = _jobs(files, skip_invalid, readers)
+    pool = ProcessPoolExecutor(min(readers, len(jobs)), mp_context=multiprocessing.get_context("fork"),
+                               initializer=_exit_with_parent, initargs=(os.getpid(),))
+    try:
+        # map() submits every job now, so the readers fork before any database
+        # connection is opened; it yields in job order, so the first bad file (and
+        # record) in order is the one reported.
+        yield _file_by_file(pool.map(_read_one, jobs), jobs, shown)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
