@@ -144,3 +144,33 @@ def test_a_ledger_on_a_network_filesystem_warns_and_stays_out_of_wal(db, monkeyp
     assert warning.startswith(f"warning: {db} is on nfs4, a network filesystem: ")
     assert query(db, "PRAGMA journal_mode") == [("delete",)]
 
+
+
+class _Flaky:
+    """A connection whose BEGIN is refused `refusals` times at once (as SQLite does
+    while it recovers a crashed writer's WAL), then goes through."""
+
+    def __init__(self, refusals: int):
+        self.refusals, self.calls = refusals, 0
+
+    def exec_driver_sql(self, sql):
+        from sqlalchemy.exc import OperationalError
+
+        self.calls += 1
+        if self.calls <= self.refusals:
+            raise OperationalError(sql, (), sqlite3.OperationalError("database is locked"))
+
+
+def test_a_begin_refused_at_once_is_retried_a_bounded_number_of_times():
+    from ledger.storage.engine import BEGIN_RETRIES, _begin_with_retries
+
+    flaky = _Flaky(refusals=BEGIN_RETRIES)
+    _begin_with_retries(flaky, "BEGIN IMMEDIATE", timeout=600)
+    assert flaky.calls == BEGIN_RETRIES + 1
+    with pytest.raises(Exception, match="database is locked"):
+        _begin_with_retries(_Flaky(refusals=BEGIN_RETRIES + 1), "BEGIN IMMEDIATE", timeout=600)
+    # a refusal that took the whole busy timeout is not retried
+    once = _Flaky(refusals=1)
+    with pytest.raises(Exception, match="database is locked"):
+        _begin_with_retries(once, "BEGIN IMMEDIATE", timeout=0)
+    assert once.calls == 1

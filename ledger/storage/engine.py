@@ -14,9 +14,11 @@ IMMEDIATE, many writers queue and all of their rows arrive.
 
 from __future__ import annotations
 
+import time
+
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, OperationalError
 
 from ledger.errors import LedgerError
 from ledger.storage.sqlite_file import busy_timeout_s
@@ -55,9 +57,32 @@ def make_engine(url: str, *, read_only: bool = False, wal: bool = False) -> Engi
                 dbapi_conn.execute("PRAGMA journal_mode = WAL")
 
         begin = "BEGIN" if read_only else "BEGIN IMMEDIATE"
+        timeout = busy_timeout_s()
 
         @event.listens_for(engine, "begin")
         def _begin(conn):
-            conn.exec_driver_sql(begin)
+            _begin_with_retries(conn, begin, timeout)
 
     return engine
+
+
+BEGIN_RETRIES = 3
+
+
+def _begin_with_retries(conn, begin: str, timeout: float) -> None:
+    """BEGIN, retried a few times when SQLite says busy *before* the busy timeout ran
+    out: it does that without waiting while a crashed writer's WAL is recovered.
+    Nothing has run in the transaction yet, so a retry repeats nothing. A busy that
+    took the whole timeout is final: the lock is held, and waiting again would double
+    the wait the user asked for."""
+    for attempt in range(BEGIN_RETRIES + 1):
+        started = time.monotonic()
+        try:
+            conn.exec_driver_sql(begin)
+            return
+        except OperationalError as exc:
+            waited = time.monotonic() - started
+            if "locked" not in str(exc) and "busy" not in str(exc) or waited >= 0.9 * timeout \
+                    or attempt == BEGIN_RETRIES:
+                raise
+            time.sleep(0.05 * 2 ** attempt)
