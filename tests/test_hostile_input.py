@@ -5,11 +5,16 @@ The properties are the README's promises, whatever the input:
   - no traceback; a user error is one line on stderr (`error: ...`) and exit code 1
   - `ledger import` is all or nothing: a failure names the file (and the record
     index, for a bad record) and leaves the database byte for byte as it was
-  - `ledger sql` changes nothing: not a row, not the schema, no new file
+  - `ledger sql` changes nothing: not a row, not the schema, no new file, and
+    nothing one call sets reaches the next. On SQLite the file stays byte for byte
+    the same; on PostgreSQL (the same tests, a parametrised case) a fingerprint of
+    what a read-only session must not change stays the same: every table's rows,
+    the schema, grants, sequences, large objects, role and database settings.
 
 Each example gets a copy of a ledger made once per module (hypothesis runs many
 examples through one call of the test function, so a function-scoped tmp_path would
-be shared between them).
+be shared between them); `ledger sql`'s cases share one per backend, which they must
+leave as it was.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import os
 import shutil
 import sqlite3
 import tempfile
+import uuid
 from pathlib import Path
 
 import pytest
@@ -29,7 +35,7 @@ from hypothesis import strategies as st
 
 from ledger.record import LEGACY_FIELDS
 
-from .conftest import CORPUS, compile_records_of_corpus, run_cli
+from .conftest import CORPUS, PG_ENV, PgDb, compile_records_of_corpus, run_cli
 
 GOOD = compile_records_of_corpus()[0]
 SIBLING = {"serialize_s": 0.5, "deserialize_s": 0.25, "blob_mb": 3.0, "tag": "export-probe", "model_type": "mge"}
@@ -278,24 +284,105 @@ READS = [
     "SELECT * FROM compile_records, json_each('[1, 2]') LIMIT 1", "SELECT x'00ff', 1e999, -1e999, 0.0 / 0",
     "SELECT CAST(x'ff' AS TEXT)", "EXPLAIN SELECT 1",
 ]
+# PostgreSQL: statements that must be refused. Each would write, or would end the
+# read-only transaction to write in another, or cannot run inside a transaction.
+# (COPY to a server file or program: refused to a role without pg_write_server_files
+# and pg_execute_server_program, as ci/postgres.sh's ledger_test.)
+PG_WRITES = [
+    "DELETE FROM compile_records", "DELETE FROM alembic_version", "UPDATE compile_records SET compile_s = 0",
+    "INSERT INTO pins DEFAULT VALUES", "TRUNCATE compile_records", "TRUNCATE pins CASCADE",
+    "MERGE INTO pins p USING pins q ON false WHEN NOT MATCHED THEN INSERT DEFAULT VALUES",
+    "DROP TABLE pins", "DROP TABLE compile_records CASCADE", "DROP INDEX ix_pins_pin_key", "DROP SCHEMA public CASCADE",
+    "ALTER TABLE pins ADD COLUMN x int", "ALTER TABLE pins RENAME TO p", "ALTER TABLE compile_records DISABLE TRIGGER ALL",
+    "ALTER SEQUENCE compile_records_id_seq RESTART 1", "CREATE TABLE t (x int)", "CREATE INDEX ix ON compile_records (tag)",
+    "CREATE VIEW v AS SELECT 1", "CREATE SCHEMA s", "CREATE SEQUENCE s", "CREATE TEMP TABLE t (x int)",
+    "CREATE TEMP TABLE t AS SELECT * FROM pins", "SELECT * INTO TEMP t FROM pins", "CREATE TEMP SEQUENCE s",
+    "CREATE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 1'", "CREATE PROCEDURE p() LANGUAGE sql AS 'DELETE FROM pins'",
+    "CREATE EXTENSION IF NOT EXISTS plpgsql", "COMMENT ON TABLE pins IS 'x'", "GRANT SELECT ON pins TO PUBLIC",
+    "REVOKE ALL ON compile_records FROM CURRENT_USER", "SECURITY LABEL ON TABLE pins IS 'x'",
+    "ALTER ROLE CURRENT_USER SET default_transaction_read_only = off",
+    "ALTER SYSTEM SET default_transaction_read_only = off",
+    "COMMIT; DELETE FROM compile_records", "ROLLBACK; DELETE FROM compile_records", "END; DELETE FROM pins",
+    "COMMIT AND CHAIN; DELETE FROM pins", "START TRANSACTION READ WRITE; DELETE FROM compile_records",
+    "BEGIN READ WRITE; DELETE FROM pins; COMMIT", "SET TRANSACTION READ WRITE; DELETE FROM compile_records",
+    "SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE; DELETE FROM pins",
+    "SELECT set_config('default_transaction_read_only', 'off', false); DELETE FROM pins",
+    "SELECT set_config('transaction_read_only', 'off', true)", "SELECT 1 FROM compile_records FOR UPDATE",
+    "DO $$BEGIN DELETE FROM compile_records; END$$",
+    "DO $$BEGIN COMMIT; SET TRANSACTION READ WRITE; DELETE FROM compile_records; END$$",
+    "DO $$BEGIN PERFORM set_config('transaction_read_only', 'off', true); DELETE FROM pins; END$$",
+    "CALL p()", "COPY compile_records TO '/tmp/ledger_hostile_copy'", "COPY compile_records FROM STDIN",
+    "COPY compile_records TO STDOUT", "COPY (SELECT 1) TO PROGRAM 'touch /tmp/ledger_hostile_copy'",
+    "VACUUM", "VACUUM FULL compile_records", "CLUSTER", "SELECT nextval('compile_records_id_seq')",
+    "SELECT setval('compile_records_id_seq', 1)", "SELECT lo_import('/etc/hostname')",
+    "WITH d AS (DELETE FROM compile_records RETURNING 1) SELECT count(*) FROM d",
+    "WITH u AS (UPDATE pins SET compile_s = 0 RETURNING *) SELECT * FROM u",
+    "WITH i AS (INSERT INTO pins DEFAULT VALUES RETURNING 1) SELECT 1",
+    "SELECT query_to_xml('DELETE FROM compile_records RETURNING 1', true, false, '')",
+    "EXPLAIN ANALYZE DELETE FROM compile_records", "PREPARE TRANSACTION 'ledger_hostile'",
+    "SELECT pg_terminate_backend(pg_backend_pid())", "DISCARD ALL",
+]
+# PostgreSQL: statements that may run, and change nothing that outlives the call:
+# session and transaction settings, locks, notifications, prepared statements and
+# large objects are rolled back with the transaction or end with the session.
+PG_SESSION = [
+    "COMMIT", "ROLLBACK", "COMMIT AND CHAIN", "END", "BEGIN READ WRITE", "START TRANSACTION READ WRITE",
+    "SET TRANSACTION READ WRITE", "SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE",
+    "SET default_transaction_read_only = off", "SET transaction_read_only = off",
+    "SELECT set_config('default_transaction_read_only', 'off', false)", "RESET ALL", "DISCARD TEMP",
+    "SET search_path = pg_temp, public", "SET ROLE NONE", "LOCK TABLE compile_records", "LOCK TABLE pins IN SHARE MODE",
+    "SELECT lo_create(0)", "SELECT lo_from_bytea(0, 'x')", "PREPARE p AS DELETE FROM compile_records", "EXECUTE p",
+    "LISTEN ledger", "NOTIFY ledger, 'x'", "SELECT pg_notify('ledger', 'x')", "UNLISTEN *",
+    "DECLARE c CURSOR WITH HOLD FOR SELECT * FROM compile_records", "SELECT pg_advisory_lock(1)", "SAVEPOINT s",
+    "ANALYZE", "REINDEX TABLE compile_records", "SELECT txid_current()",
+]
+PG_TRICKS = [
+    "EXPLAIN ANALYZE {w}", "EXPLAIN (ANALYZE, FORMAT JSON) {w}", "PREPARE q AS {w}", "DO $$BEGIN EXECUTE $q${w}$q$; END$$",
+    "SELECT query_to_xml($q${w}$q$, true, false, '')", "START TRANSACTION READ WRITE; {w}; COMMIT",
+    "SET TRANSACTION READ WRITE; {w}", "COMMIT AND CHAIN; {w}",
+]
+PG_READS = [
+    "SELECT count(*) FROM compile_records", "SELECT * FROM pins LIMIT 2", "EXPLAIN SELECT 1",
+    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 9) SELECT x FROM c",
+    "SELECT table_name FROM information_schema.tables", "SHOW default_transaction_read_only",
+    "SELECT 'NaN'::numeric, '-infinity'::float8, '\\x00ff'::bytea, '{1,2}'::int[], '{\"a\": [1]}'::jsonb",
+    "SELECT 'infinity'::timestamp", "SELECT 1e308::float8 * 10", "SELECT E'a\\nb' AS \"c\nd\"",
+]
+# Calls that try to leave something behind for the next call; one `ledger sql` is one
+# session, so the next call's write must find none of it.
+SQLITE_SESSION = [
+    "PRAGMA query_only = OFF", "PRAGMA writable_schema = 1", "PRAGMA journal_mode = DELETE",
+    "PRAGMA locking_mode = EXCLUSIVE", "BEGIN IMMEDIATE", "ATTACH ':memory:' AS m", "SAVEPOINT s",
+]
+SESSION = {"sqlite": SQLITE_SESSION, "postgresql": PG_SESSION}
+FOLLOWING_WRITES = ["DELETE FROM compile_records", "INSERT INTO pins DEFAULT VALUES",
+                    "UPDATE compile_records SET compile_s = 0", "DROP TABLE pins"]
 noise = st.lists(st.sampled_from(list(" \t\n;-/*'\"()`[]x0é\u2028\r\\") + ["--", "/*", "*/", "; "]), max_size=8).map("".join)
 
 
 @st.composite
-def statements(draw) -> str:
-    write = draw(st.sampled_from(WRITES))
+def statements(draw, backend: str = "sqlite") -> str:
+    pg = backend == "postgresql"
+    write = draw(st.sampled_from(PG_WRITES + PG_SESSION if pg else WRITES))
     if draw(st.booleans()):
         write = "".join(c.upper() if draw(st.booleans()) else c.lower() for c in write) if len(write) < 40 else write.lower()
     shape = draw(st.sampled_from(["plain", "trick", "noise", "read", "text"]))
     if shape == "trick":
-        return draw(st.sampled_from(TRICKS)).format(w=write)
+        return draw(st.sampled_from(TRICKS + PG_TRICKS if pg else TRICKS)).format(w=write)
     if shape == "noise":
         return draw(noise) + write + draw(noise)
     if shape == "read":
-        return draw(st.sampled_from(READS)) + draw(st.sampled_from(["", ";", "; " + write, " " + draw(noise)]))
+        return draw(st.sampled_from(PG_READS if pg else READS)) + draw(
+            st.sampled_from(["", ";", "; " + write, " " + draw(noise)]))
     if shape == "text":
         return draw(st.one_of(any_text, lone_surrogates.map(lambda s: f"SELECT '{s}'"), noise))
     return write
+
+
+@st.composite
+def call_sequences(draw, backend: str) -> list[str]:
+    """One call, or a call that tries to change the session and then one more."""
+    return [*draw(st.lists(st.sampled_from(SESSION[backend]), max_size=1)), draw(statements(backend))]
 
 
 def _files(*dirs: Path) -> set[Path]:
@@ -314,39 +401,139 @@ def _schema_and_counts(db: Path):
         con.close()
 
 
+# What a PostgreSQL session may not leave changed. Not the planner's statistics
+# (ANALYZE runs in a read-only transaction and writes reltuples in place) nor the
+# server's activity counters: a read changes those too.
+PG_FINGERPRINT = [
+    # every relation outside the system schemas (tables, indexes, sequences, views), and its grants
+    "SELECT n.nspname, c.relname, c.relkind, c.relacl::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+    " WHERE n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast') AND n.nspname !~ '^pg_(toast_)?temp_'"
+    " ORDER BY 1, 2",
+    "SELECT nspname, nspacl::text FROM pg_namespace WHERE nspname !~ '^pg_(toast_)?temp_' ORDER BY 1",
+    "SELECT table_name, column_name, data_type, is_nullable, column_default FROM information_schema.columns"
+    " WHERE table_schema = 'public' ORDER BY 1, ordinal_position",
+    "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1",
+    "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE connamespace = 'public'::regnamespace ORDER BY 1",
+    "SELECT tgrelid::regclass::text, tgname, tgenabled FROM pg_trigger WHERE NOT tgisinternal ORDER BY 1, 2",
+    "SELECT oid::regprocedure::text FROM pg_proc WHERE pronamespace = 'public'::regnamespace ORDER BY 1",
+    "SELECT extname, extversion FROM pg_extension ORDER BY 1",
+    # a sequence is not rolled back: nextval must be refused, not undone
+    "SELECT sequencename, last_value FROM pg_sequences WHERE schemaname = 'public' ORDER BY 1",
+    "SELECT count(*) FROM pg_largeobject_metadata",
+    "SELECT count(*) FROM pg_description",
+    "SELECT gid FROM pg_prepared_xacts WHERE database = current_database() ORDER BY 1",
+    # settings that the next session would start with (ALTER ROLE / DATABASE ... SET)
+    "SELECT setdatabase <> 0, setrole <> 0, setconfig FROM pg_db_role_setting"
+    " WHERE setdatabase IN (0, (SELECT oid FROM pg_database WHERE datname = current_database()))"
+    " AND setrole IN (0, (SELECT oid FROM pg_roles WHERE rolname = current_user)) ORDER BY 1, 2",
+    "SELECT datallowconn, datconnlimit, datacl::text FROM pg_database WHERE datname = current_database()",
+]
+COPY_TARGET = Path("/tmp/ledger_hostile_copy")  # where the COPY ... TO statements above would write
+
+
+def _pg_fingerprint(db: PgDb) -> dict:
+    import psycopg
+
+    with psycopg.connect(db.conninfo, autocommit=True) as con:
+        out = {sql: con.execute(sql).fetchall() for sql in PG_FINGERPRINT}
+        # every row of every table, as text, in one digest per table
+        for (table,) in con.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1").fetchall():
+            out[table] = con.execute(f'SELECT count(*), md5(coalesce(string_agg(r::text, chr(10) ORDER BY r::text), \'\'))'
+                                     f' FROM public."{table}" r').fetchone()
+    return out
+
+
+def _state(db: Path | PgDb):
+    """Everything `ledger sql` must leave as it was."""
+    if isinstance(db, PgDb):
+        return _pg_fingerprint(db), _files(Path.cwd()), COPY_TARGET.exists()
+    return _sha(db), _schema_and_counts(db), _files(db.parent, Path.cwd())
+
+
 @pytest.fixture(scope="module")
-def sql_db(template, tmp_path_factory) -> Path:
+def sqlite_sql_db(template, tmp_path_factory) -> Path:
     db = tmp_path_factory.mktemp("sql") / "ledger.db"
     shutil.copyfile(template, db)
     return db
 
 
-@settings(max_examples=300, **SETTINGS)
-@given(statement=statements())
-@example(statement="SELECT 'a\udcff'")  # argv that is not UTF-8 arrives with surrogate escapes
-@example(statement="SELECT 'abc\ndef")  # SQLite quotes the bad token, line break and all
-@example(statement="SELECT 1 FROM [a\nb]")
-@example(statement="-- DROP TABLE compile_records")  # an option to the command line: a usage error
-def test_sql_never_writes_and_errors_are_one_line(sql_db, tmp_path, statement):
-    before = (_sha(sql_db), _schema_and_counts(sql_db), _files(sql_db.parent, Path.cwd()))
-    result = run_cli("sql", statement, "--db", sql_db)
-    _no_exception(result)
-    assert result.exit_code in (0, 1, 2), result.output
-    event(f"exit {result.exit_code}")
-    if result.exit_code == 1:
-        assert result.stderr.startswith("error: ") and len(result.stderr.splitlines()) == 1, result.stderr
-        assert result.stdout == ""
-    after = (_sha(sql_db), _schema_and_counts(sql_db), _files(sql_db.parent, Path.cwd()))
-    assert after == before, statement
+@pytest.fixture(scope="module")
+def pg_sql_db():
+    """The template's content (the corpus and its pins) in one PostgreSQL database for
+    the module: `ledger sql` must leave it as it is, so every case can share it.
+    None without a server (conftest's pg_db then says why)."""
+    base = os.environ.get(PG_ENV)
+    if not base:
+        yield None
+        return
+    import psycopg
+
+    admin = PgDb(base).conninfo
+    name = f"ledger_t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin, autocommit=True) as con:
+        con.execute(f'CREATE DATABASE "{name}"')
+    db = PgDb(base.rsplit("/", 1)[0] + "/" + name)
+    try:
+        assert run_cli("import", CORPUS, "--db", db).exit_code == 0
+        assert run_cli("pins", "update", "--db", db).exit_code == 0
+        yield db
+    finally:
+        with psycopg.connect(admin, autocommit=True) as con:
+            con.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-@pytest.mark.parametrize("write", WRITES)
+@pytest.fixture(params=["sqlite", "postgresql"])
+def sql_db(request) -> Path | PgDb:
+    """The ledger `ledger sql` runs on: a SQLite file, or a PostgreSQL database."""
+    if request.param == "sqlite":
+        return request.getfixturevalue("sqlite_sql_db")
+    db = request.getfixturevalue("pg_sql_db")
+    # without a server pg_db skips (or, with LEDGER_REQUIRE_PG, fails), saying why
+    return db if db is not None else request.getfixturevalue("pg_db")
+
+
+# PostgreSQL's examples cost a connection each, and its fingerprint a dozen queries:
+# fewer drawn, and every session statement tried once, followed by a write.
+MAX_EXAMPLES = {"sqlite": 300, "postgresql": 60}
+EXAMPLES = [
+    ["SELECT 'a\udcff'"],  # argv that is not UTF-8 arrives with surrogate escapes
+    ["SELECT 'abc\ndef"],  # SQLite quotes the bad token, line break and all
+    ["SELECT 1 FROM [a\nb]"],
+    ["SELECT 1 FROM \"a\u2028b\""],
+    ["-- DROP TABLE compile_records"],  # an option to the command line: a usage error
+]
+
+
+def test_sql_never_writes_and_errors_are_one_line(sql_db):
+    backend = "postgresql" if isinstance(sql_db, PgDb) else "sqlite"
+
+    @settings(max_examples=MAX_EXAMPLES[backend], **SETTINGS)
+    @given(calls=call_sequences(backend))
+    def check(calls):
+        before = _state(sql_db)
+        for statement in calls:
+            result = run_cli("sql", statement, "--db", sql_db)
+            _no_exception(result)
+            assert result.exit_code in (0, 1, 2), result.output
+            event(f"exit {result.exit_code}")
+            if result.exit_code == 1:
+                assert result.stderr.startswith("error: ") and len(result.stderr.splitlines()) == 1, result.stderr
+                assert result.stdout == ""
+            assert _state(sql_db) == before, calls
+
+    for calls in EXAMPLES + [[s, FOLLOWING_WRITES[i % len(FOLLOWING_WRITES)]] for i, s in enumerate(SESSION[backend])]:
+        check = example(calls=calls)(check)
+    check()
+
+
+@pytest.mark.parametrize("sql_db, write", [*(("sqlite", w) for w in WRITES), *(("postgresql", w) for w in PG_WRITES)],
+                         indirect=["sql_db"])
 def test_every_write_is_refused(sql_db, write):
-    """The list itself, each once: none of them may run (a refusal, or SQLite's own
-    error for one that names nothing real), and the file stays the same."""
-    before = _sha(sql_db)
+    """The list itself, each once: none of them may run (a refusal, or the database's
+    own error for one that names nothing real), and nothing changes."""
+    before = _state(sql_db)
     result = run_cli("sql", write, "--db", sql_db)
     _no_exception(result)
     assert result.exit_code == 1, (write, result.output)
     assert result.stderr.startswith("error: ") and len(result.stderr.splitlines()) == 1
-    assert _sha(sql_db) == before
+    assert _state(sql_db) == before

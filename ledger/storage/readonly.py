@@ -98,9 +98,18 @@ def _postgres_query(ledger, query: str):
         except psycopg.Error as exc:
             if "multiple commands" in str(exc):
                 raise LedgerError("ledger sql runs one statement at a time") from None
+            if "COPY cannot be used" in str(exc):
+                raise LedgerError("ledger sql does not run COPY: use a SELECT (with --csv for CSV)") from None
             raise LedgerError(f"sql error: {first_line(exc)}") from None
         finally:
-            pg.rollback()
+            try:
+                pg.rollback()
+            except psycopg.Error:
+                # No ROLLBACK gets through on a connection that is lost (the statement
+                # was pg_terminate_backend(pg_backend_pid())) or still streaming COPY
+                # TO STDOUT: close it, and the server ends the transaction unfinished,
+                # which is a rollback. The statement's own error is the one to report.
+                raw.invalidate()
         return columns, rows
     finally:
         raw.close()
