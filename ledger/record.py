@@ -67,6 +67,12 @@ PROBE_FIELDS: dict[str, type] = {
     "host_load_avg_1m_after": float,
     "slurm_job_id": str,
     "slurm_node": str,
+    # a `ledger sweep` task (ledger/sweep): which sweep, which of its tasks, and the
+    # SLURM job array task that ran it
+    "sweep_id": str,
+    "sweep_task": int,
+    "slurm_array_job_id": str,
+    "slurm_array_task_id": int,
     "jaxlib_version": str,
     "backend": str,
     "device_kind": str,

@@ -30,6 +30,10 @@ def stash(table: str, name: str, columns: list[str], where: str) -> None:
     cols = ", ".join(("id", *IDENTITY, *columns))
     op.execute(f"DROP TABLE IF EXISTS {name}")
     op.execute(f"CREATE TABLE {name} AS SELECT {cols} FROM {table} WHERE {where}")
+    from sqlalchemy import text
+
+    if op.get_bind().execute(text(f"SELECT count(*) FROM {name}")).scalar() == 0:
+        op.execute(f"DROP TABLE {name}")  # nothing to keep: leave no empty table behind
 
 
 def restore(table: str, name: str, columns: list[str]) -> None:

@@ -57,7 +57,27 @@ def host_state() -> dict:
         "host_mem_available_mb": round(vm.available / 2**20, 1),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID") or os.environ.get("SLURM_JOBID"),
         "slurm_node": os.environ.get("SLURMD_NODENAME") or os.environ.get("SLURM_NODELIST"),
+        **sweep_state(),
         "hostname": socket.gethostname(),
+    }
+
+
+# Set by `ledger sweep` for the probe of one of its tasks (ledger/sweep/task.py).
+SWEEP_ID_ENV, SWEEP_TASK_ENV = "LEDGER_SWEEP_ID", "LEDGER_SWEEP_TASK"
+
+
+def _int_env(name: str) -> int | None:
+    value = os.environ.get(name)
+    return int(value) if value and value.isdigit() else None
+
+
+def sweep_state() -> dict:
+    """Which sweep task and SLURM array task this probe runs for, if any."""
+    return {
+        "sweep_id": os.environ.get(SWEEP_ID_ENV) or None,
+        "sweep_task": _int_env(SWEEP_TASK_ENV),
+        "slurm_array_job_id": os.environ.get("SLURM_ARRAY_JOB_ID") or None,
+        "slurm_array_task_id": _int_env("SLURM_ARRAY_TASK_ID"),
     }
 
 

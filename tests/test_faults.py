@@ -1,5 +1,6 @@
 """Faults, on SQLite: the installed `ledger` killed mid-transaction, a read-only
-database or directory, a full disk, a probe killed between transforms.
+database or directory, a full disk, a probe killed between transforms. On
+PostgreSQL: `ledger db upgrade` killed inside its migration transaction.
 
 Read-only and full are made for real, not simulated inside SQLite: in a private
 user and mount namespace (`unshare --user --map-root-user --mount`), a read-only
@@ -24,7 +25,11 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import CORPUS, CORPUS_COMPILE, CORPUS_SIBLINGS, compile_records_of_corpus, query, run_cli, write_json
+from ledger.record import LEGACY_FIELDS
+from ledger.storage.revisions import HEAD
+
+from .conftest import (CORPUS, CORPUS_COMPILE, CORPUS_SIBLINGS, CORPUS_STATES, compile_records_of_corpus, query,
+                       run_cli, write_json)
 
 LEDGER = Path(sys.executable).with_name("ledger")
 GOOD = compile_records_of_corpus()[0]
@@ -135,6 +140,72 @@ def test_import_killed_mid_transaction_leaves_nothing_partial(tmp_path, db):
     states = dict(query(db, f"SELECT cache_state, count(*) FROM compile_records WHERE id > {CORPUS_COMPILE} GROUP BY 1"))
     assert summary.split("added (")[1].split(")")[0] == ", ".join(
         f"{s} {states.get(s, 0)}" for s in ("cold", "warm", "none", "unknown"))
+
+
+# -- PostgreSQL: a migration killed inside its transaction ------------------------------------
+
+PG_ROWS_SQL = "SELECT count(*), md5(string_agg(r::text, chr(10) ORDER BY r.id)) FROM compile_records r"
+PG_COLUMNS_SQL = ("SELECT column_name, data_type FROM information_schema.columns"
+                  " WHERE table_schema = 'public' AND table_name = 'compile_records' ORDER BY ordinal_position")
+
+
+def test_migration_killed_on_postgresql_rolls_back(pg_db):
+    """`ledger db upgrade` from 0001, SIGKILLed while its one migration transaction is
+    open and has written (0002's DDL done, 0003's backfill under way): the server rolls
+    it all back. The database is at 0001 with the 0001 schema and the same rows, and
+    the next upgrade runs from there and backfills."""
+    import psycopg
+
+    assert run_cli("db", "upgrade", "0001", "--db", pg_db).exit_code == 0
+    # 200k legacy rows (the corpus 2250 times): the upgrade takes seconds, not
+    # milliseconds, so it is caught inside its transaction every time
+    copies = 2_250
+    cols = list(LEGACY_FIELDS)
+    legacy = [tuple(r.get(c) for c in cols) for r in compile_records_of_corpus()]
+    with psycopg.connect(pg_db.conninfo) as con:
+        with con.cursor().copy(f"COPY compile_records ({', '.join(cols)}) FROM STDIN") as copy:
+            for _ in range(copies):
+                for row in legacy:
+                    copy.write_row(row)
+    rows, columns = query(pg_db, PG_ROWS_SQL), query(pg_db, PG_COLUMNS_SQL)
+    assert rows[0][0] == copies * CORPUS_COMPILE and "cache_state" not in {c for c, _ in columns}
+
+    # Inside: the upgrade's backend runs 0003's backfill UPDATE, after 0002's DDL in the
+    # same transaction (a transaction id: it has written).
+    inside = ("SELECT pid, state, left(query, 60) FROM pg_stat_activity WHERE datname = current_database()"
+              " AND pid <> pg_backend_pid() AND backend_xid IS NOT NULL"
+              " AND query LIKE 'UPDATE compile_records SET (cache_state, cache_state_source)%'")
+    proc = subprocess.Popen([LEDGER, "db", "upgrade", "--db", str(pg_db)], env=_env(), start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        with psycopg.connect(pg_db.conninfo, autocommit=True) as watcher:
+            deadline = time.monotonic() + 120
+            while not (seen := watcher.execute(inside).fetchall()):
+                assert proc.poll() is None, f"the upgrade ended before it could be killed: {proc.stderr.read()}"
+                assert time.monotonic() < deadline, "the upgrade never got inside its transaction"
+                time.sleep(0.005)
+            os.kill(proc.pid, signal.SIGKILL)
+            assert proc.wait(timeout=30) == -signal.SIGKILL
+            # the server notices the lost client when its backend next reads from it
+            # (after the statement under way) and ends the transaction unfinished
+            deadline = time.monotonic() + 120
+            while watcher.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (seen[0][0],)).fetchall():
+                assert time.monotonic() < deadline, f"the killed upgrade's backend never ended: {seen}"
+                time.sleep(0.05)
+    finally:
+        _kill_group(proc.pid)
+        proc.stderr.close()
+
+    # seen: the upgrade's backend as it was when killed
+    assert query(pg_db, "SELECT version_num FROM alembic_version") == [("0001",)], seen
+    assert query(pg_db, PG_COLUMNS_SQL) == columns, seen
+    assert query(pg_db, PG_ROWS_SQL) == rows, seen
+    assert query(pg_db, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'") == [(3,)]  # 0001's, and alembic's
+
+    again = subprocess.run([LEDGER, "db", "upgrade", "--db", str(pg_db)], env=_env(), capture_output=True, text=True)
+    assert (again.returncode, again.stdout, again.stderr) == (0, f"at revision {HEAD}\n", "")
+    states = dict(query(pg_db, "SELECT cache_state, count(*) FROM compile_records GROUP BY 1"))
+    assert states == {s: n * copies for s, n in CORPUS_STATES.items()}
 
 
 def test_probe_killed_between_transforms_keeps_the_finished_ones(tmp_path, db):

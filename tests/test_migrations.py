@@ -1,4 +1,5 @@
-"""The real revision chain on temp SQLite files with rows in them."""
+"""The real revision chain on temp SQLite files with rows in them (a failing upgrade
+on PostgreSQL too)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from sqlalchemy import create_engine, inspect
 
 from ledger.storage.models import metadata
 
-from .conftest import CORPUS, CORPUS_COMPILE, CORPUS_SIBLINGS, CORPUS_STATES, CORPUS_STATES_TEXT, compile_records_of_corpus, corpus_records, db_at, insert_legacy, migrate, query, run_cli
+from ledger.storage.revisions import HEAD
+from .conftest import CORPUS, CORPUS_COMPILE, CORPUS_SIBLINGS, CORPUS_STATES, CORPUS_STATES_TEXT, PgDb, compile_records_of_corpus, corpus_records, db_at, insert_legacy, migrate, query, run_cli, write_json
+from .test_backends import _insert_legacy
 
 REPO = Path(__file__).resolve().parent.parent
 ALL_COLUMNS = "SELECT * FROM compile_records ORDER BY id"
@@ -102,26 +105,64 @@ def test_backfill_downgrade_keeps_measured_states(db):
     ]
 
 
-def test_failing_migration_rolls_back_to_previous_revision(db):
+# Ways a hand-made object breaks an upgrade from 0001 part-way: a trigger that fails
+# 0003's backfill UPDATE on one row (after 0002's DDL), or a table in the way of
+# 0006's CREATE TABLE (after 0002 to 0005); and what the error then says.
+SABOTAGE = {
+    "trigger": "backfill refused",
+    "table": "already exists",
+}
+
+
+def _sabotage(db, how: str) -> None:
+    if how == "table":
+        statements = ["CREATE TABLE pins (x integer)"]
+    elif isinstance(db, PgDb):
+        statements = ["CREATE FUNCTION fail_backfill() RETURNS trigger LANGUAGE plpgsql AS "
+                      "$$BEGIN RAISE EXCEPTION 'backfill refused'; END$$",
+                      "CREATE TRIGGER fail_backfill BEFORE UPDATE ON compile_records FOR EACH ROW "
+                      "WHEN (NEW.tag = 'boom') EXECUTE FUNCTION fail_backfill()"]
+    else:
+        statements = ["CREATE TRIGGER fail_backfill BEFORE UPDATE ON compile_records WHEN NEW.tag = 'boom' "
+                      "BEGIN SELECT RAISE(ABORT, 'backfill refused'); END"]
+    if isinstance(db, PgDb):
+        import psycopg
+
+        with psycopg.connect(db.conninfo) as con:
+            for statement in statements:
+                con.execute(statement)
+        return
+    con = sqlite3.connect(db)
+    with con:
+        for statement in statements:
+            con.execute(statement)
+    con.close()
+
+
+def _columns(db) -> set[str]:
+    engine = create_engine(db.url if isinstance(db, PgDb) else f"sqlite:///{db}")
+    try:
+        return {c["name"] for c in inspect(engine).get_columns("compile_records")}
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("how", list(SABOTAGE))
+def test_failing_migration_rolls_back_to_previous_revision(any_db, how):
+    """On SQLite and on PostgreSQL: one error line, and the database at 0001 as it was."""
+    db = any_db
     db_at(db, "0001")
     recs = compile_records_of_corpus()[:5]
     recs[3] = dict(recs[3], tag="boom")
-    insert_legacy(db, recs)
-    # Make the 0003 backfill UPDATE fail on one row, after 0002's DDL already ran
-    # inside the same upgrade.
-    con = sqlite3.connect(db)
-    with con:
-        con.execute(
-            "CREATE TRIGGER fail_backfill BEFORE UPDATE ON compile_records WHEN NEW.tag = 'boom' "
-            "BEGIN SELECT RAISE(ABORT, 'backfill refused'); END"
-        )
-    con.close()
+    _insert_legacy(db, recs)
+    _sabotage(db, how)
     before = query(db, ALL_COLUMNS)
     result = run_cli("db", "upgrade", "--db", db)
     assert result.exit_code == 1
-    assert "backfill refused" in result.output
+    assert result.output.startswith("error: ") and result.output.count("\n") == 1, result.output
+    assert SABOTAGE[how] in result.output
     assert query(db, "SELECT version_num FROM alembic_version") == [("0001",)]
-    cols = {r[1] for r in query(db, "PRAGMA table_info(compile_records)")}
+    cols = _columns(db)
     assert "cache_state" not in cols and "record_kind" not in cols
     assert query(db, ALL_COLUMNS) == before
 
@@ -139,11 +180,11 @@ def test_alembic_cli_and_ledger_share_the_resolver(tmp_path):
     subprocess.run([alembic, "upgrade", "0003"], cwd=REPO, env=env, check=True, capture_output=True)
     out = subprocess.run([Path(sys.executable).with_name("ledger"), "db", "current"], cwd=tmp_path, env=env,
                          check=True, capture_output=True, text=True).stdout
-    assert out.startswith("0003 (head is 0006")
+    assert out.startswith(f"0003 (head is {HEAD}")
     # and the default: ./ledger.db in the working directory
     subprocess.run([alembic, "-c", REPO / "alembic.ini", "upgrade", "head"], cwd=tmp_path,
                    env={k: v for k, v in env.items() if k != "LEDGER_DB"}, check=True, capture_output=True)
-    assert query(tmp_path / "ledger.db", "SELECT version_num FROM alembic_version") == [("0006",)]
+    assert query(tmp_path / "ledger.db", "SELECT version_num FROM alembic_version") == [(HEAD,)]
 
 
 def test_alembic_cli_says_an_unopenable_database_in_one_line(tmp_path):
@@ -173,9 +214,9 @@ def test_older_revision_is_not_silently_changed(db, tmp_path):
     db_at(db, "0002")
     result = run_cli("import", CORPUS, "--db", db)
     assert result.exit_code == 1
-    assert result.output.strip().endswith("is at revision 0002, this ledger needs 0006: run `ledger db upgrade` (or `alembic upgrade head`) first")
+    assert result.output.strip().endswith(f"is at revision 0002, this ledger needs {HEAD}: run `ledger db upgrade` (or `alembic upgrade head`) first")
     assert query(db, "SELECT version_num FROM alembic_version") == [("0002",)]
-    assert run_cli("db", "upgrade", "--db", db).output.strip() == "at revision 0006"
+    assert run_cli("db", "upgrade", "--db", db).output.strip() == f"at revision {HEAD}"
 
 
 def test_unknown_revision_is_refused(db):
@@ -193,7 +234,7 @@ def test_unknown_revision_is_refused(db):
 def test_new_database_is_brought_to_head_by_first_write(db):
     assert not db.exists()
     assert run_cli("import", CORPUS, "--db", db).exit_code == 0
-    assert run_cli("db", "current", "--db", db).output.strip() == "0006 (head)"
+    assert run_cli("db", "current", "--db", db).output.strip() == f"{HEAD} (head)"
 
 
 def test_read_commands_never_create_a_database(db):
@@ -263,3 +304,17 @@ def test_a_row_added_while_downgraded_never_gets_anothers_values(db):
     db_at(db, "head")
     assert query(db, "SELECT id, transform, cache_state, cache_state_source, run_id, status FROM compile_records ORDER BY id") == [
         (1, "vag", "cold", "measured_events", "r1", "ok"), (2, "jit", "cold", "tag", None, "ok")]
+
+
+def test_below_0007_the_sweep_columns_are_kept_aside_and_come_back(db, tmp_path):
+    (rec,) = [r for r in compile_records_of_corpus() if r["tag"] == "cache-warm"]
+    swept = dict(rec, sweep_id="s1", sweep_task=3, slurm_array_job_id="77", slurm_array_task_id=3)
+    assert run_cli("import", write_json(tmp_path / "r.json", [swept, dict(rec, tag="plain")]), "--db", db).exit_code == 0
+    cols = "tag, sweep_id, sweep_task, slurm_array_job_id, slurm_array_task_id"
+    before = query(db, f"SELECT {cols} FROM compile_records ORDER BY id")
+    assert before == [("cache-warm", "s1", 3, "77", 3), ("plain", None, None, None, None)]
+    migrate(db, "downgrade", "0006")
+    assert query(db, "SELECT count(*) FROM _ledger_stash_0007") == [(1,)]
+    db_at(db, "head")
+    assert query(db, f"SELECT {cols} FROM compile_records ORDER BY id") == before
+    assert query(db, "SELECT name FROM sqlite_master WHERE name LIKE '_ledger_stash%'") == []
