@@ -53,16 +53,19 @@ def pytest_report_header(config):
 
 
 def pytest_terminal_summary(terminalreporter):
-    """One line, even under -q, saying whether the PostgreSQL cases ran."""
-    outcomes = {}
-    for outcome in ("passed", "failed", "skipped", "error"):
-        n = sum(1 for r in terminalreporter.stats.get(outcome, ()) if "postgresql" in getattr(r, "nodeid", ""))
-        if n:
-            outcomes[outcome] = n
-    if outcomes:
-        server = os.environ.get(PG_ENV, "no server")
-        terminalreporter.write_line(
-            "PostgreSQL cases: " + ", ".join(f"{n} {o}" for o, n in outcomes.items()) + f" ({server})")
+    """A line each, even under -q, saying whether the PostgreSQL and SLURM cases ran."""
+    kinds = {"PostgreSQL": (lambda r: "postgresql" in r.nodeid, os.environ.get(PG_ENV, "no server")),
+             "SLURM": (lambda r: "slurm" in r.keywords, "single-node" if os.environ.get("LEDGER_TEST_SLURM")
+                       else "no SLURM")}
+    for kind, (ours, where) in kinds.items():
+        outcomes = {}
+        for outcome in ("passed", "failed", "skipped", "error"):
+            n = sum(1 for r in terminalreporter.stats.get(outcome, ()) if hasattr(r, "nodeid") and ours(r))
+            if n:
+                outcomes[outcome] = n
+        if outcomes:
+            terminalreporter.write_line(f"{kind} cases: " + ", ".join(f"{n} {o}" for o, n in outcomes.items())
+                                        + f" ({where})")
 
 
 @dataclass(frozen=True)

@@ -71,7 +71,7 @@ def _root(
     ctx.meta[_TRACEBACK] = traceback
 
 
-from ledger.cli import db, legacy, merge, pins, probe, report, sql, watch  # noqa: E402  (the groups need `app`'s root above)
+from ledger.cli import db, legacy, merge, pins, probe, report, sql, sweep, watch  # noqa: E402  (the groups need `app`'s root above)
 
 app.command("import")(legacy.import_cmd)
 app.command("export")(legacy.export_cmd)
@@ -81,6 +81,7 @@ app.command("probe")(probe.probe_cmd)
 app.command("objectives")(probe.objectives_cmd)
 app.add_typer(db.app, name="db")
 app.add_typer(pins.app, name="pins")
+app.add_typer(sweep.app, name="sweep")
 app.command("check")(watch.check_cmd)
 app.command("explain")(watch.explain_cmd)
 app.command("report")(report.report_cmd)

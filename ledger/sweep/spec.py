@@ -1,0 +1,144 @@
+"""A sweep spec: objectives times a grid of cells, each combination one task.
+
+    objectives = ["toy"]            # built-ins, or package.module:builder
+    transforms = ["jit", "vag"]     # or "all"
+    repeats = 1                     # each cell this many times
+    cold_warm = false               # each task a cold/warm pair
+    steady_calls = 3
+    cache = "per-task"              # per-task | shared | none | an absolute path
+
+    [grid]                          # every combination is one task
+    dataset_class = ["imaging"]
+    instrument = ["hst", "euclid"]
+    n_batch = [8]
+    batch_size = [4]
+    mixed_precision = [false]
+
+Every task is checked as a `ledger probe` of it would be (ProbeSpec.make) when the
+spec is loaded, so a bad objective or batch shape fails before anything is queued.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from ledger.errors import LedgerError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+GRID_FIELDS = ("dataset_class", "instrument", "model_type", "n_batch", "batch_size", "mixed_precision")
+TOP_FIELDS = ("objectives", "transforms", "repeats", "cold_warm", "steady_calls", "cache", "grid")
+CACHE_POLICIES = ("per-task", "shared", "none")
+
+
+@dataclass(frozen=True)
+class Task:
+    index: int
+    objective: str
+    cell: dict  # the GRID_FIELDS given for this task
+    repeat: int
+
+    def label(self) -> str:
+        parts = [self.objective, *(f"{v}" if k in ("dataset_class", "instrument", "model_type") else f"{k}={v}"
+                                   for k, v in self.cell.items())]
+        return " ".join(parts) + (f" #{self.repeat}" if self.repeat else "")
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    name: str
+    objectives: tuple[str, ...]
+    transforms: tuple[str, ...]
+    repeats: int
+    cold_warm: bool
+    steady_calls: int | None
+    cache: str
+    grid: dict
+
+    def tasks(self) -> list[Task]:
+        names = list(self.grid)
+        combos = itertools.product(*(self.grid[n] for n in names))
+        cells = [dict(zip(names, values)) for values in combos]
+        out = []
+        for objective, cell, repeat in itertools.product(self.objectives, cells, range(self.repeats)):
+            out.append(Task(len(out), objective, cell, repeat))
+        return out
+
+    def rows_per_task(self) -> int:
+        return len(self.transforms) * (2 if self.cold_warm else 1)
+
+    def as_dict(self) -> dict:
+        return {"name": self.name, "objectives": list(self.objectives), "transforms": list(self.transforms),
+                "repeats": self.repeats, "cold_warm": self.cold_warm, "steady_calls": self.steady_calls,
+                "cache": self.cache, "grid": self.grid}
+
+
+def _as_list(name: str, value) -> list:
+    values = value if isinstance(value, list) else [value]
+    if not values:
+        raise LedgerError(f"grid.{name} is empty: give at least one value")
+    return values
+
+
+def _cache_policy(value) -> str:
+    if value in CACHE_POLICIES or (isinstance(value, str) and Path(value).is_absolute()):
+        return value
+    raise LedgerError(f"cache = {value!r}: use one of {', '.join(CACHE_POLICIES)} or an absolute path")
+
+
+def from_dict(data: dict, name: str) -> SweepSpec:
+    unknown = sorted(set(data) - set(TOP_FIELDS)) or sorted(set(data.get("grid", {})) - set(GRID_FIELDS))
+    if unknown:
+        raise LedgerError(f"unknown sweep setting {unknown[0]!r}: use {', '.join(TOP_FIELDS)}; "
+                          f"[grid] takes {', '.join(GRID_FIELDS)}")
+    from probes import ProbeError, parse_transforms
+
+    try:
+        transforms = tuple(parse_transforms(data.get("transforms", "all")))
+    except ProbeError as exc:
+        raise LedgerError(str(exc)) from None
+    objectives = data.get("objectives", ["toy"])
+    repeats = data.get("repeats", 1)
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
+        raise LedgerError(f"repeats = {repeats!r}: a whole number, at least 1")
+    spec = SweepSpec(name=name, objectives=tuple(_as_list("objectives", objectives)), transforms=transforms,
+                     repeats=repeats, cold_warm=bool(data.get("cold_warm", False)),
+                     steady_calls=data.get("steady_calls"), cache=_cache_policy(data.get("cache", "per-task")),
+                     grid={k: _as_list(k, v) for k, v in data.get("grid", {}).items()})
+    for task in spec.tasks():
+        check_task(spec, task)
+    return spec
+
+
+def load(path: Path) -> SweepSpec:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise LedgerError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise LedgerError(f"{path}: not a sweep spec (TOML): {exc}") from None
+    return from_dict(data, path.stem)
+
+
+def probe_options(spec: SweepSpec, task: Task, cache_dir: str | None) -> dict:
+    """The `ledger probe` options of one task."""
+    options = dict(objective=task.objective, transforms=spec.transforms, cold_warm=spec.cold_warm,
+                   cache_dir=cache_dir, **task.cell)
+    if spec.steady_calls is not None:
+        options["steady_calls"] = spec.steady_calls
+    return options
+
+
+def check_task(spec: SweepSpec, task: Task) -> None:
+    from probes import ProbeError, ProbeSpec
+
+    try:
+        ProbeSpec.make(**probe_options(spec, task, None))
+    except (ProbeError, TypeError, ValueError) as exc:
+        raise LedgerError(f"task {task.index} ({task.label()}): {exc}") from None

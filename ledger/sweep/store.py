@@ -1,0 +1,100 @@
+"""A sweep's directory: everything a sweep needs to be run, followed up and resumed
+from any shell, on any node that sees the directory.
+
+    <root>/<sweep_id>/
+        sweep.json      the spec, where rows go, and every submission (job id, tasks)
+        sweep.sbatch    the job array script (SLURM sweeps)
+        logs/           one log per task run (SLURM: <job>_<task>.out; local: local_<task>.out)
+        db/             per-task ledgers (task-<i>.db), when tasks do not share one ledger
+        cache/          JAX cache dirs (per-task: task-<i>; shared: shared)
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ledger.errors import LedgerError
+from ledger.sweep.spec import SweepSpec, Task
+
+DEFAULT_ROOT = "sweeps"
+# Where a sweep's tasks write: one ledger file each in db/ (merged afterwards with
+# `ledger merge`), or the ledger named by LEDGER_DB in the task's environment (a
+# server), or a given ledger file (local runs).
+PER_TASK, FROM_ENV, LEDGER_FILE = "per-task", "env", "file"
+
+
+@dataclass
+class Sweep:
+    dir: Path
+    sweep_id: str
+    spec: SweepSpec
+    mode: str  # local | slurm
+    db: dict  # {"kind": PER_TASK | FROM_ENV | LEDGER_FILE, "path": str | None}
+    submissions: list[dict] = field(default_factory=list)
+
+    @property
+    def tasks(self) -> list[Task]:
+        return self.spec.tasks()
+
+    def task_db(self, index: int) -> str | None:
+        """The --db of task `index` (None: LEDGER_DB from the environment)."""
+        if self.db["kind"] == PER_TASK:
+            return str(self.dir / "db" / f"task-{index}.db")
+        return self.db.get("path")
+
+    def cache_dir(self, index: int) -> str | None:
+        policy = self.spec.cache
+        if policy == "none":
+            return None
+        if policy == "per-task":
+            return str(self.dir / "cache" / f"task-{index}")
+        if policy == "shared":
+            return str(self.dir / "cache" / "shared")
+        return policy
+
+    def log(self, index: int, job_id: str | None = None) -> Path:
+        return self.dir / "logs" / (f"{job_id}_{index}.out" if job_id else f"local_{index}.out")
+
+    def save(self) -> None:
+        data = {"sweep_id": self.sweep_id, "spec": self.spec.as_dict(), "mode": self.mode, "db": self.db,
+                "submissions": self.submissions}
+        tmp = self.dir / "sweep.json.tmp"
+        tmp.write_text(json.dumps(data, indent=1) + "\n")
+        tmp.replace(self.dir / "sweep.json")  # never half a file, however it is killed
+
+
+def new_id(spec: SweepSpec) -> str:
+    return f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
+
+
+def create(root: Path, spec: SweepSpec, mode: str, db: dict) -> Sweep:
+    sweep_id = new_id(spec)
+    directory = root / sweep_id
+    for sub in ("logs", "db", "cache"):
+        (directory / sub).mkdir(parents=True, exist_ok=True)
+    sweep = Sweep(directory.resolve(), sweep_id, spec, mode, db)
+    sweep.save()
+    return sweep
+
+
+def open_sweep(value: str, root: Path | None = None) -> Sweep:
+    """A sweep by its directory, or by its id under `root` (./sweeps)."""
+    candidates = [Path(value), (root or Path(DEFAULT_ROOT)) / value]
+    directory = next((c for c in candidates if (c / "sweep.json").is_file()), None)
+    if directory is None:
+        raise LedgerError(f"no sweep {value!r}: give its directory, or its id under {root or DEFAULT_ROOT}/")
+    data = json.loads((directory / "sweep.json").read_text())
+    return Sweep(directory.resolve(), data["sweep_id"], _spec(data["spec"]), data["mode"], data["db"],
+                 data.get("submissions", []))
+
+
+def _spec(saved: dict) -> SweepSpec:
+    # a saved spec was checked when the sweep was made: rebuild it without re-importing
+    # every objective
+    return SweepSpec(name=saved["name"], objectives=tuple(saved["objectives"]), transforms=tuple(saved["transforms"]),
+                     repeats=saved["repeats"], cold_warm=saved["cold_warm"], steady_calls=saved["steady_calls"],
+                     cache=saved["cache"], grid=saved["grid"])
