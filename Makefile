@@ -33,6 +33,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_check.py
 	$(BIN)/python bench/bench_report.py
 	$(BIN)/python bench/bench_concurrency.py
+	$(BIN)/python bench/bench_sweep.py
 
 lint: $(STAMP)
 	$(BIN)/python -m compileall -q ledger probes migrations tests bench
