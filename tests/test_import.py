@@ -228,38 +228,6 @@ def test_parallel_readers_bad_file_writes_nothing(tmp_path, db, forked_readers):
     assert ok.exit_code == 0 and _counts(db) == (52, 0)
 
 
-def test_large_files_read_in_parts_give_the_same_rows(tmp_path, forked_readers, monkeypatch):
-    import ledger.legacy.reading
-
-    monkeypatch.setattr(ledger.legacy.reading, "SPLIT_BYTES", 0)  # every file in 4 parts
-    serial, parts = tmp_path / "s.db", tmp_path / "p.db"
-    assert run_cli("import", CORPUS, "--db", parts).exit_code == 0
-    assert forked_readers == [2]
-    monkeypatch.setattr(ledger.legacy.reading, "PARALLEL_BYTES", 1 << 40)
-    assert run_cli("import", CORPUS, "--db", serial).exit_code == 0
-    sql = "SELECT record_key, tag, cache_state, cache_state_source FROM compile_records ORDER BY id"
-    assert query(parts, sql) == query(serial, sql) and len(query(serial, sql)) == CORPUS_COMPILE
-
-
-def test_a_file_read_in_parts_reports_like_a_file_read_whole(tmp_path, db, forked_readers, monkeypatch):
-    import ledger.legacy.reading
-
-    monkeypatch.setattr(ledger.legacy.reading, "SPLIT_BYTES", 0)
-    tree = tmp_path / "tree" / "local_cpu"
-    records = [dict(GOOD, tag=f"t{i}") for i in range(40)]
-    records[33] = dict(GOOD, steady_s="fast")  # in the last of the 4 parts
-    write_json(tree / "a.json", records)
-    write_json(tree / "b.json", "[{not json")
-    result = run_cli("import", tree.parent, "--db", db)
-    assert result.output == f"error: {tree / 'a.json'}: record 33: steady_s is not a number ('fast')\n"
-    skipping = run_cli("import", tree.parent, "--skip-invalid", "--db", db)
-    assert skipping.exit_code == 0 and _counts(db) == (39, 0)
-    # each problem once, though every part of the file met it
-    assert [line for line in skipping.output.splitlines() if line.startswith("skipped: ")] == [
-        f"skipped: {tree / 'a.json'}: record 33: steady_s is not a number ('fast')",
-        f"skipped: {tree / 'b.json'}: invalid JSON: Expecting property name enclosed in double quotes: line 1 column 3 (char 2)"]
-
-
 def test_fast_path_and_record_by_record_path_build_the_same_rows():
     from ledger.storage.rows import FAST_COLUMNS, compile_row, legacy_rows_fast
 

@@ -85,40 +85,21 @@ def _load(path: Path, bad: Callable[[str], None]) -> tuple[bool, list] | None:
     return json_text_is_plain(text), data
 
 
-# The file a reader process parsed last: the parts of one large file share it, so
-# each reader parses that file once, however many of its parts it is handed.
-_SHARED: list = [None, None]
-
-
-def _load_shared(path: Path, bad: Callable[[str], None]) -> tuple[bool, list] | None:
-    if _SHARED[0] != path:
-        problems: list[str] = []
-        _SHARED[:] = [path, (_load(path, problems.append), problems)]
-    loaded, problems = _SHARED[1]
-    for msg in problems:
-        bad(msg)
-    return loaded
-
-
-def read_file(path: Path, batch: Batch, skipped: list[str] | None, part: tuple[int, int] = (0, 1)) -> int:
+def read_file(path: Path, batch: Batch, skipped: list[str] | None) -> int:
     """Check one file's records into `batch`; returns how many records it held.
 
     With `skipped` None a bad file or record raises; otherwise it is listed there and
-    the rest of the file still goes in. `part` (i, n) takes the i-th of n equal runs
-    of the records; a problem with the file as a whole is reported by its part 0."""
+    the rest of the file still goes in."""
 
     def bad(msg: str) -> None:
         if skipped is None:
             raise LedgerError(msg)
         skipped.append(msg)
 
-    index, parts = part
-    loaded = _load(path, bad) if parts == 1 else _load_shared(path, bad if index == 0 else lambda msg: None)
+    loaded = _load(path, bad)
     if loaded is None:
         return 0
-    text_plain, everything = loaded
-    lo, hi = len(everything) * index // parts, len(everything) * (index + 1) // parts
-    data = everything[lo:hi] if parts > 1 else everything
+    text_plain, data = loaded
     hardware = _hardware_from_path(path)
     if all(type(rec) is dict for rec in data):
         plain = [rec for rec in data if is_compile_record(rec) and plain_legacy(rec)]
@@ -129,7 +110,7 @@ def read_file(path: Path, batch: Batch, skipped: list[str] | None, part: tuple[i
                 return len(data)
     # The general path, record by record: mixed files, extra fields, and any file
     # with a value to convert or to report by its record index.
-    for i, rec in enumerate(data, start=lo):
+    for i, rec in enumerate(data):
         if not isinstance(rec, dict):
             bad(f"{path}: record {i}: not an object ({type(rec).__name__})")
             continue
@@ -143,10 +124,10 @@ def read_file(path: Path, batch: Batch, skipped: list[str] | None, part: tuple[i
     return len(data)
 
 
-def _read_one(job: tuple[Path, bool, tuple[int, int]]) -> tuple[Batch, list[str], int]:
-    path, skip_invalid, part = job
+def _read_one(job: tuple[Path, bool]) -> tuple[Batch, list[str], int]:
+    path, skip_invalid = job
     batch, skipped = Batch(), []
-    count = read_file(path, batch, skipped if skip_invalid else None, part)
+    count = read_file(path, batch, skipped if skip_invalid else None)
     return batch, skipped, count
 
 
@@ -170,49 +151,26 @@ def _exit_with_parent(parent: int) -> None:
 PARALLEL_BYTES = 4 << 20
 
 
-# A file past this size is read in parts by several readers at once (each parses it
-# once and checks its share of the records), so one large file is not read by one
-# process while the others wait.
-SPLIT_BYTES = 8 << 20
-
-
-def _jobs(files: list[Path], skip_invalid: bool, readers: int) -> list[tuple[Path, bool, tuple[int, int]]]:
-    jobs = []
-    for f in files:
-        parts = 2 * readers if readers > 1 and _size(f) > SPLIT_BYTES else 1
-        jobs.extend((f, skip_invalid, (i, parts)) for i in range(parts))
-    return jobs
-
-
-def _file_by_file(results, jobs, shown) -> Iterator[tuple[Batch, list[str], int]]:
-    """The results in job order, advancing the progress display once per file."""
-    shown = iter(shown)
-    for (_, _, (index, parts)), result in zip(jobs, results):
-        if index == parts - 1:
-            next(shown, None)
-        yield result
-
-
 @contextmanager
 def reading(files: list[Path], skip_invalid: bool, progress) -> Iterator[Iterable[tuple[Batch, list[str], int]]]:
     """The files' checked rows, in file order, as they become ready."""
-    shown = progress(files) if progress else files
     import multiprocessing
 
-    readers = os.cpu_count() or 1
-    if readers < 2 or sum(map(_size, files)) <= PARALLEL_BYTES or "fork" not in multiprocessing.get_all_start_methods():
-        jobs = _jobs(files, skip_invalid, 1)
-        yield _file_by_file(map(_read_one, jobs), jobs, shown)
+    jobs = [(f, skip_invalid) for f in files]
+    shown = progress(files) if progress else files
+    workers = min(os.cpu_count() or 1, len(files))
+    if workers < 2 or sum(map(_size, files)) <= PARALLEL_BYTES or "fork" not in multiprocessing.get_all_start_methods():
+        yield (_read_one(job) for job, _ in zip(jobs, shown))
         return
     from concurrent.futures import ProcessPoolExecutor
 
-    jobs = _jobs(files, skip_invalid, readers)
-    pool = ProcessPoolExecutor(min(readers, len(jobs)), mp_context=multiprocessing.get_context("fork"),
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
                                initializer=_exit_with_parent, initargs=(os.getpid(),))
     try:
-        # map() submits every job now, so the readers fork before any database
-        # connection is opened; it yields in job order, so the first bad file (and
-        # record) in order is the one reported.
-        yield _file_by_file(pool.map(_read_one, jobs), jobs, shown)
+        # map() submits every job now, so the workers fork before any database
+        # connection is opened; it yields in file order, so the first bad file in
+        # order is the one reported.
+        results = pool.map(_read_one, jobs)
+        yield (result for result, _ in zip(results, shown))
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
