@@ -1,8 +1,10 @@
 """Sweep linkage: which `ledger sweep` task a row was measured for, and the SLURM job
 array task that ran it.
 
-All nullable: rows from `ledger probe` and legacy rows have none. A partial index on
-sweep_id serves `ledger sweep status`, and costs the rows outside sweeps nothing.
+All nullable: rows from `ledger probe` and legacy rows have none. No index: `ledger
+sweep status` reads a sweep's rows in one scan (a tenth of a second at a million
+rows), and building even a partial index scans the whole table on upgrade, a cost
+the backfill benchmark counts (see the README's notes on 0005).
 
 Revision ID: 0007
 Revises: 0006
@@ -26,22 +28,18 @@ COLUMNS = [
 ]
 NAMES = [name for name, _ in COLUMNS]
 STASH = "_ledger_stash_0007"
-INDEX = "ix_compile_records_sweep"
 
 
 def upgrade() -> None:
     with op.batch_alter_table("compile_records") as batch:
         for name, type_ in COLUMNS:
             batch.add_column(sa.Column(name, type_))
-    op.create_index(INDEX, "compile_records", ["sweep_id", "sweep_task"],
-                    sqlite_where=sa.text("sweep_id IS NOT NULL"), postgresql_where=sa.text("sweep_id IS NOT NULL"))
     # what a downgrade below this revision kept aside (migrations/ledger_stash.py)
     restore("compile_records", STASH, NAMES)
 
 
 def downgrade() -> None:
     stash("compile_records", STASH, NAMES, any_set(NAMES))
-    op.drop_index(INDEX, table_name="compile_records")
     with op.batch_alter_table("compile_records") as batch:
         for name, _ in reversed(COLUMNS):
             batch.drop_column(name)
