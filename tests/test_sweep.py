@@ -84,6 +84,11 @@ def test_plan_prints_the_tasks_and_the_size(tmp_path):
     ("repeats = 0\n", "repeats = 0: a whole number, at least 1"),
     ("cache = 'relative/dir'\n", "cache = 'relative/dir': use one of per-task, shared, none or an absolute path"),
     ("objectives = [\n", "not a sweep spec (TOML)"),
+    ("grid = 3\n", "grid = 3: expected a [grid] table"),
+    ("[grid]\nmixed_precision = ['yes']\n", "grid.mixed_precision = 'yes': expected bool values"),
+    ("[grid]\nn_batch = ['x']\n", "grid.n_batch = 'x': expected int values"),
+    ("objectives = [3]\n", "objectives = 3: expected str values"),
+    ("cache = ['none']\n", "cache = ['none']: expected one value, not a list"),
 ])
 def test_a_bad_spec_is_one_line_and_makes_nothing(tmp_path, text, message):
     for verb in ("plan", "run", "submit"):

@@ -79,11 +79,32 @@ class SweepSpec:
                 "cache": self.cache, "grid": self.grid}
 
 
-def _as_list(name: str, value) -> list:
+# The type of each grid field's values (and of the top-level settings): a TOML value
+# of another type is refused, not coerced (bool("no") is True).
+GRID_TYPES = {"dataset_class": str, "instrument": str, "model_type": str, "n_batch": int, "batch_size": int,
+              "mixed_precision": bool}
+assert tuple(GRID_TYPES) == GRID_FIELDS
+
+
+def _values(name: str, value, kind: type) -> list:
     values = value if isinstance(value, list) else [value]
     if not values:
-        raise LedgerError(f"grid.{name} is empty: give at least one value")
+        raise LedgerError(f"{name} is empty: give at least one value")
+    for v in values:
+        # bool is an int to Python, never to a spec
+        if not isinstance(v, kind) or (kind is int and isinstance(v, bool)):
+            raise LedgerError(f"{name} = {v!r}: expected {kind.__name__} values")
     return values
+
+
+def _one(data: dict, name: str, kind: type, default):
+    """A single value of `kind`, or `default` when the setting is absent."""
+    if name not in data:
+        return default
+    if isinstance(data[name], list):
+        raise LedgerError(f"{name} = {data[name]!r}: expected one value, not a list")
+    (value,) = _values(name, data[name], kind)
+    return value
 
 
 def _cache_policy(value) -> str:
@@ -93,24 +114,27 @@ def _cache_policy(value) -> str:
 
 
 def from_dict(data: dict, name: str) -> SweepSpec:
-    unknown = sorted(set(data) - set(TOP_FIELDS)) or sorted(set(data.get("grid", {})) - set(GRID_FIELDS))
+    grid = data.get("grid", {})
+    if not isinstance(grid, dict):
+        raise LedgerError(f"grid = {grid!r}: expected a [grid] table")
+    unknown = sorted(set(data) - set(TOP_FIELDS)) or sorted(set(grid) - set(GRID_FIELDS))
     if unknown:
         raise LedgerError(f"unknown sweep setting {unknown[0]!r}: use {', '.join(TOP_FIELDS)}; "
                           f"[grid] takes {', '.join(GRID_FIELDS)}")
     from probes import ProbeError, parse_transforms
 
     try:
-        transforms = tuple(parse_transforms(data.get("transforms", "all")))
+        transforms = tuple(parse_transforms(_values("transforms", data.get("transforms", "all"), str)))
     except ProbeError as exc:
         raise LedgerError(str(exc)) from None
-    objectives = data.get("objectives", ["toy"])
-    repeats = data.get("repeats", 1)
-    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
+    repeats = _one(data, "repeats", int, 1)
+    if repeats < 1:
         raise LedgerError(f"repeats = {repeats!r}: a whole number, at least 1")
-    spec = SweepSpec(name=name, objectives=tuple(_as_list("objectives", objectives)), transforms=transforms,
-                     repeats=repeats, cold_warm=bool(data.get("cold_warm", False)),
-                     steady_calls=data.get("steady_calls"), cache=_cache_policy(data.get("cache", "per-task")),
-                     grid={k: _as_list(k, v) for k, v in data.get("grid", {}).items()})
+    spec = SweepSpec(name=name, objectives=tuple(_values("objectives", data.get("objectives", ["toy"]), str)),
+                     transforms=transforms, repeats=repeats, cold_warm=_one(data, "cold_warm", bool, False),
+                     steady_calls=_one(data, "steady_calls", int, None),
+                     cache=_cache_policy(_one(data, "cache", str, "per-task")),
+                     grid={k: _values(f"grid.{k}", v, GRID_TYPES[k]) for k, v in grid.items()})
     for task in spec.tasks():
         check_task(spec, task)
     return spec
