@@ -5,6 +5,7 @@ skip, saying why)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -199,3 +200,20 @@ def test_a_failing_task_in_the_array_is_reported_and_resume_resubmits_only_it(tm
     # task 0 ran once: its ledger holds one attempt
     assert query(sweep / "db" / "task-0.db", "SELECT count(DISTINCT run_id) FROM compile_records") == [(1,)]
     assert query(sweep / "db" / "task-1.db", "SELECT count(DISTINCT run_id) FROM compile_records") == [(2,)]
+
+
+def test_submit_without_slurm_says_so_and_leaves_no_sweep(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "no-slurm-here"))
+    result = run_cli("sweep", "submit", _spec(tmp_path))
+    assert (result.exit_code, result.output) == (
+        1, "error: sbatch not found: this machine has no SLURM client (ledger sweep run runs a sweep here)\n")
+    assert not (tmp_path / "sweeps").exists()
+    # the tasks' ledger is a server: its URL, password and all, stays in the environment
+    monkeypatch.setenv("LEDGER_DB", "postgresql+psycopg://ledger:s3cret-pw@db.example:5432/ledger")
+    dry = run_cli("sweep", "submit", _spec(tmp_path), "--dry-run", "--partition", "debug", "--time", "00:10:00")
+    assert dry.exit_code == 0 and not (tmp_path / "sweeps").exists()
+    lines = dry.output.splitlines()
+    assert lines[0] == "#!/bin/bash" and "#SBATCH --array=0-3" in lines and "#SBATCH --time=00:10:00" in lines
+    assert re.fullmatch(rf'exec \S+ledger sweep task {re.escape(str(tmp_path))}/sweeps/grid-\d{{8}}-\d{{6}}-[0-9a-f]{{4}}'
+                        r' "\$SLURM_ARRAY_TASK_ID"', lines[-1]), lines[-1]
+    assert "s3cret" not in dry.output and "db.example" not in dry.output

@@ -4,6 +4,7 @@ up and resumed. A thin shell over ledger/sweep."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -100,10 +101,15 @@ def submit_cmd(
         preview = Sweep((root / new_id(loaded)).resolve(), "(not made)", loaded, "slurm", where)
         typer.echo(slurm.script(preview, **options), nl=False)
         return
+    slurm.require_sbatch()
     sweep = create(root, loaded, "slurm", where)
     path = sweep.dir / slurm.SCRIPT
     path.write_text(slurm.script(sweep, **options))
-    job = slurm.sbatch(path)
+    try:
+        job = slurm.sbatch(path)
+    except LedgerError:
+        shutil.rmtree(sweep.dir)  # refused: no sweep that was never queued
+        raise
     sweep.submissions.append({"job_id": job, "tasks": [t.index for t in sweep.tasks]})
     sweep.save()
     typer.echo(f"sweep {sweep.sweep_id}: {len(sweep.tasks)} tasks submitted as SLURM job array {job}")

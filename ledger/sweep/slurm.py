@@ -57,10 +57,14 @@ def script(sweep: Sweep, *, partition: str | None, time: str | None, cpus_per_ta
     return "\n".join(lines)
 
 
-def sbatch(script_path: Path, array: str | None = None) -> str:
-    """Submit; the array's job id."""
+def require_sbatch() -> None:
     if shutil.which("sbatch") is None:
         raise LedgerError("sbatch not found: this machine has no SLURM client (ledger sweep run runs a sweep here)")
+
+
+def sbatch(script_path: Path, array: str | None = None) -> str:
+    """Submit; the array's job id."""
+    require_sbatch()
     cmd = ["sbatch", "--parsable", *([f"--array={array}"] if array else []), str(script_path)]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
