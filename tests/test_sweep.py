@@ -98,7 +98,8 @@ def test_a_bad_spec_is_one_line_and_makes_nothing(tmp_path, text, message):
     assert not (tmp_path / "sweeps").exists() and not (tmp_path / "ledger.db").exists()
 
 
-def test_a_sweep_run_here_lands_every_row_and_status_says_complete(tmp_path, db):
+def test_a_sweep_run_here_lands_every_row_and_status_says_complete(tmp_path, any_db):
+    db = any_db
     result = run_cli("sweep", "run", _spec(tmp_path), "-j", "2", "--db", db)
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[-1].startswith("4 of 4 tasks ok; ")
@@ -111,7 +112,7 @@ def test_a_sweep_run_here_lands_every_row_and_status_says_complete(tmp_path, db)
         (2, "interferometer", 4, "jit", "ok"), (2, "interferometer", 4, "grad", "ok"),
         (3, "interferometer", 8, "jit", "ok"), (3, "interferometer", 8, "grad", "ok")]
     assert {r[0] for r in rows} == {sweep.name}
-    status = run_cli("sweep", "status", sweep)
+    status = run_cli("sweep", "status", sweep, "--db", db)
     assert status.output.splitlines()[0] == f"sweep {sweep.name} (4 tasks, run here): complete, 4 done"
     assert _states(status.output) == [(str(i), "done") for i in range(4)]
 

@@ -50,8 +50,6 @@ def run_cmd(spec: SpecArg, jobs: Annotated[int, typer.Option("-j", "--jobs", min
 
     target = resolve(db)
     where = {"kind": LEDGER_FILE, "path": str(target.path)} if target.path else {"kind": FROM_ENV, "path": None}
-    if target.path is None:
-        os.environ.setdefault("LEDGER_DB", target.value)  # the tasks' ledger; never written to disk
     loaded = load(spec)
     from ledger.storage.open import open_ledger
 
@@ -59,8 +57,13 @@ def run_cmd(spec: SpecArg, jobs: Annotated[int, typer.Option("-j", "--jobs", min
         pass  # made (or checked) at head once, before the tasks all open it at once
     sweep = create(root, loaded, "local", where)
     typer.echo(f"sweep {sweep.sweep_id}: {len(sweep.tasks)} tasks, {jobs} at a time, into {target.display}")
-    codes = local.run_tasks(sweep, [t.index for t in sweep.tasks], jobs, _report(sweep))
+    codes = local.run_tasks(sweep, [t.index for t in sweep.tasks], jobs, _report(sweep), _task_env(target))
     _finish(sweep, codes)
+
+
+def _task_env(target) -> dict | None:
+    """A server ledger reaches the tasks in their environment, never in sweep.json."""
+    return None if target.path is not None else dict(os.environ, LEDGER_DB=target.value)
 
 
 def _report(sweep):
@@ -135,6 +138,7 @@ def resume_cmd(sweep_ref: SweepArg, root: DirOpt = Path("sweeps"), db: DbOpt = N
                jobs: Annotated[int, typer.Option("-j", "--jobs", min=1, help="Tasks at once (a local sweep).")] = 1
                ) -> None:
     """Run again only the failed and missing tasks: resubmitted, or run here."""
+    from ledger.storage.url import resolve
     from ledger.sweep import local, slurm
     from ledger.sweep.status import FAILED, MISSING, task_states
     from ledger.sweep.store import open_sweep
@@ -146,7 +150,8 @@ def resume_cmd(sweep_ref: SweepArg, root: DirOpt = Path("sweeps"), db: DbOpt = N
         return
     if sweep.mode == "local":
         typer.echo(f"sweep {sweep.sweep_id}: running tasks {', '.join(map(str, again))} again")
-        _finish(sweep, local.run_tasks(sweep, again, jobs, _report(sweep)))
+        target = resolve(db) if db is not None else None
+        _finish(sweep, local.run_tasks(sweep, again, jobs, _report(sweep), _task_env(target) if target else None))
         return
     job = slurm.sbatch(sweep.dir / slurm.SCRIPT, slurm.array_spec(again, None))
     sweep.submissions.append({"job_id": job, "tasks": again})

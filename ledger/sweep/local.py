@@ -12,20 +12,21 @@ from ledger.sweep.slurm import ledger_command
 from ledger.sweep.store import Sweep
 
 
-def run_task(sweep: Sweep, index: int) -> int:
-    """Run one task to its log; its exit code."""
+def run_task(sweep: Sweep, index: int, env: dict | None = None) -> int:
+    """Run one task to its log; its exit code. `env`: the task's environment (a
+    server's URL in LEDGER_DB travels there, never into a file)."""
     with open(sweep.log(index), "w") as log:
         return subprocess.run([ledger_command(), "sweep", "task", str(sweep.dir), str(index)],
-                              stdout=log, stderr=subprocess.STDOUT).returncode
+                              stdout=log, stderr=subprocess.STDOUT, env=env).returncode
 
 
 def run_tasks(sweep: Sweep, indices: list[int], jobs: int = 1,
-              on_done: Callable[[int, int], None] | None = None) -> dict[int, int]:
+              on_done: Callable[[int, int], None] | None = None, env: dict | None = None) -> dict[int, int]:
     """{task index: exit code}, calling on_done(index, code) as each finishes."""
     codes: dict[int, int] = {}
 
     def one(index: int) -> None:
-        codes[index] = run_task(sweep, index)
+        codes[index] = run_task(sweep, index, env)
         if on_done:
             on_done(index, codes[index])
 
