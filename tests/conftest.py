@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,8 +94,17 @@ def pg_db():
 
     admin = PgDb(base).conninfo
     name = f"ledger_t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(admin, autocommit=True) as con:
-        con.execute(f'CREATE DATABASE "{name}"')
+    for attempt in range(5):
+        try:
+            with psycopg.connect(admin, autocommit=True) as con:
+                con.execute(f'CREATE DATABASE "{name}"')
+            break
+        except psycopg.errors.ObjectInUse:
+            # "template1 is being accessed by other users": a session that has not
+            # quite left it yet; the server's own advice is to try again
+            if attempt == 4:
+                raise
+            time.sleep(0.2 * (attempt + 1))
     yield PgDb(base.rsplit("/", 1)[0] + "/" + name)
     with psycopg.connect(admin, autocommit=True) as con:
         con.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -30,6 +30,16 @@ from ledger.storage.url import redact
 _PG_READ_ONLY = "-c default_transaction_read_only=on"
 
 
+# An execution option for a connection of a writing engine that will only read: its
+# transaction begins deferred, so it does not hold the write lock while it reads.
+READS_ONLY = "ledger_reads_only"
+
+
+def read_connection(engine: Engine):
+    """A connection that only reads (see READS_ONLY); use it as a context manager."""
+    return engine.connect().execution_options(**{READS_ONLY: True})
+
+
 def make_engine(url: str, *, read_only: bool = False, wal: bool = False) -> Engine:
     """An engine for ``url``; ``read_only`` engines cannot write on either backend;
     ``wal`` puts a SQLite file in WAL mode (readers never wait for writers)."""
@@ -56,12 +66,12 @@ def make_engine(url: str, *, read_only: bool = False, wal: bool = False) -> Engi
             elif wal:
                 dbapi_conn.execute("PRAGMA journal_mode = WAL")
 
-        begin = "BEGIN" if read_only else "BEGIN IMMEDIATE"
         timeout = busy_timeout_s()
 
         @event.listens_for(engine, "begin")
         def _begin(conn):
-            _begin_with_retries(conn, begin, timeout)
+            reads = read_only or conn.get_execution_options().get(READS_ONLY, False)
+            _begin_with_retries(conn, "BEGIN" if reads else "BEGIN IMMEDIATE", timeout)
 
     return engine
 
