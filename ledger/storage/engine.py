@@ -46,8 +46,9 @@ def make_engine(url: str, *, read_only: bool = False, wal: bool = False) -> Engi
     kwargs = {}
     if read_only and url.startswith("postgresql"):
         kwargs["connect_args"] = {"options": _PG_READ_ONLY}
-    if url.startswith("sqlite"):
-        kwargs["connect_args"] = {"timeout": busy_timeout_s()}
+    timeout = busy_timeout_s() if url.startswith("sqlite") else None  # read once, for connect and BEGIN
+    if timeout is not None:
+        kwargs["connect_args"] = {"timeout": timeout}
     try:
         engine = create_engine(url, **kwargs)
     except ModuleNotFoundError as exc:
@@ -65,8 +66,6 @@ def make_engine(url: str, *, read_only: bool = False, wal: bool = False) -> Engi
                 dbapi_conn.execute("PRAGMA query_only = ON")
             elif wal:
                 dbapi_conn.execute("PRAGMA journal_mode = WAL")
-
-        timeout = busy_timeout_s()
 
         @event.listens_for(engine, "begin")
         def _begin(conn):

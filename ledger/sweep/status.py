@@ -32,8 +32,8 @@ class TaskState:
     detail: str = ""
 
 
-def _rows_sql(where: str) -> str:
-    return f"SELECT {', '.join(ROW_COLUMNS)} FROM compile_records WHERE sweep_id = :sweep{where} ORDER BY id"
+# :sweep works for sqlite3 and for SQLAlchemy's text() alike
+ROWS_SQL = f"SELECT {', '.join(ROW_COLUMNS)} FROM compile_records WHERE sweep_id = :sweep ORDER BY id"
 
 
 def _task_file_rows(path: Path, sweep_id: str) -> list[dict]:
@@ -42,7 +42,7 @@ def _task_file_rows(path: Path, sweep_id: str) -> list[dict]:
     con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     try:
         con.row_factory = sqlite3.Row
-        return [dict(r) for r in con.execute(_rows_sql("").replace(":sweep", "?"), (sweep_id,))]
+        return [dict(r) for r in con.execute(ROWS_SQL, {"sweep": sweep_id})]
     except sqlite3.DatabaseError:
         return []  # not written yet (a task that died making it): no rows
     finally:
@@ -59,7 +59,7 @@ def rows_by_task(sweep: Sweep, db: str | None) -> dict[int, list[dict]]:
 
     out: dict[int, list[dict]] = {}
     with open_ledger(db if db is not None else sweep.db.get("path"), "read") as ledger, ledger.engine.connect() as c:
-        for row in c.execute(sa.text(_rows_sql("")), {"sweep": sweep.sweep_id}).mappings():
+        for row in c.execute(sa.text(ROWS_SQL), {"sweep": sweep.sweep_id}).mappings():
             out.setdefault(row["sweep_task"], []).append(dict(row))
     return out
 

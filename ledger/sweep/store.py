@@ -15,6 +15,7 @@ import json
 import secrets
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from ledger.errors import LedgerError
@@ -36,7 +37,7 @@ class Sweep:
     db: dict  # {"kind": PER_TASK | FROM_ENV | LEDGER_FILE, "path": str | None}
     submissions: list[dict] = field(default_factory=list)
 
-    @property
+    @cached_property
     def tasks(self) -> list[Task]:
         return self.spec.tasks()
 
