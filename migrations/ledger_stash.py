@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from alembic import op
 
+PREFIX = "_ledger_stash_"
+
 # What identifies a row beyond its id (the legacy fields no tool rewrites).
 IDENTITY = ("timestamp", "hostname", "transform", "tag", "compile_s")
 
@@ -51,6 +53,16 @@ def restore(table: str, name: str, columns: list[str]) -> None:
         f"WHERE EXISTS (SELECT 1 FROM {name} AS s WHERE {match})"
     )
     op.execute(f"DROP TABLE {name}")
+
+
+def drop_all() -> None:
+    """Drop every stash: below 0001 nothing can restore them, and a table left at base
+    makes the next upgrade refuse the database as foreign (tables, no revision)."""
+    from sqlalchemy import inspect
+
+    for name in inspect(op.get_bind()).get_table_names():
+        if name.startswith(PREFIX):
+            op.drop_table(name)
 
 
 def any_set(columns: list[str]) -> str:

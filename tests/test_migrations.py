@@ -318,3 +318,28 @@ def test_below_0007_the_sweep_columns_are_kept_aside_and_come_back(db, tmp_path)
     db_at(db, "head")
     assert query(db, f"SELECT {cols} FROM compile_records ORDER BY id") == before
     assert query(db, "SELECT name FROM sqlite_master WHERE name LIKE '_ledger_stash%'") == []
+
+
+def _tables(db) -> set[str]:
+    engine = create_engine(db.url if isinstance(db, PgDb) else f"sqlite:///{db}")
+    try:
+        return set(inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+
+
+def test_base_leaves_no_ledger_table_and_upgrades_again(any_db, tmp_path):
+    """What 0007 kept aside (sweep columns) goes with base, as the older stashes do:
+    the next upgrade finds an empty database, not a foreign one."""
+    (rec,) = [r for r in compile_records_of_corpus() if r["tag"] == "cache-warm"]
+    swept = dict(rec, sweep_id="s1", sweep_task=3, slurm_array_job_id="77", slurm_array_task_id=3)
+    assert run_cli("import", write_json(tmp_path / "r.json", [swept]), "--db", any_db).exit_code == 0
+    migrate(any_db, "downgrade", "0001")
+    assert "_ledger_stash_0007" in _tables(any_db)
+
+    down = run_cli("db", "downgrade", "base", "--db", any_db)
+    assert (down.exit_code, down.output) == (0, "at revision base (empty)\n")
+    assert _tables(any_db) == {"alembic_version"}
+    up = run_cli("db", "upgrade", "--db", any_db)
+    assert (up.exit_code, up.output) == (0, f"at revision {HEAD}\n")
+    assert query(any_db, "SELECT count(*) FROM compile_records") == [(0,)]

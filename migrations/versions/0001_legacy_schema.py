@@ -9,6 +9,8 @@ Revises:
 import sqlalchemy as sa
 from alembic import op
 
+from ledger_stash import drop_all
+
 revision = "0001"
 down_revision = None
 branch_labels = None
@@ -57,7 +59,6 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     # base is an empty database: nothing kept aside for upgrades outlives it
-    op.execute("DROP TABLE IF EXISTS _ledger_stash_0002")
-    op.execute("DROP TABLE IF EXISTS _ledger_stash_0004")
+    drop_all()
     op.drop_table("instrument_records")
     op.drop_table("compile_records")
