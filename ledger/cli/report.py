@@ -12,7 +12,7 @@ from ledger.errors import LedgerError
 
 
 def report_cmd(
-    html: Annotated[Optional[Path], typer.Option("--html", help="Also write a self-contained HTML page with charts.",
+    html: Annotated[Optional[Path], typer.Option("--html", help="Write a self-contained HTML page with charts (instead of markdown on stdout).",
                                                  dir_okay=False)] = None,
     update: Annotated[Optional[Path], typer.Option(
         "--update", help="Rewrite the report between <!-- ledger-report:start/end --> in this file.",
@@ -36,14 +36,19 @@ def report_cmd(
             from ledger.watch.charts import write_html
 
             try:
-                n = write_html(ledger.engine, html, filters)
+                tables, charts = write_html(ledger.engine, html, filters)
             except OSError as exc:
                 raise LedgerError(f"cannot write {html}: {exc.strerror}") from None
-            typer.echo(f"wrote {html} ({n} charts)", err=True)
-    if update is None:
+            # who asked for a file wants to hear what was written, not the report again
+            typer.echo(f"wrote {html} ({_count(tables, 'table')}, {_count(charts, 'chart')})")
+    if update is not None:
+        _update(update, text, check)
+    elif html is None:
         typer.echo(text, nl=False)
-        return
-    _update(update, text, check)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _update(path: Path, text: str, check: bool) -> None:

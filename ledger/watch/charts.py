@@ -169,11 +169,13 @@ def page(lines: list[rp.Line], points: dict[tuple, list[dict]]) -> str:
             + "\n".join(body) + "\n</body></html>\n")
 
 
-def write_html(engine, path, filters: dict | None = None) -> int:
-    """Write the HTML report to `path` atomically; returns the number of charts."""
+def write_html(engine, path, filters: dict | None = None) -> tuple[int, int]:
+    """Write the HTML report to `path` atomically; returns its numbers of tables and
+    charts."""
     with engine.connect() as conn:
         lines = rp.collect(conn, filters)
         points = rp.series(conn, filters)
     text = page(lines, points)
     rp.atomic_write(path, text)
-    return 2 * len(rp.group_by_host(lines))
+    tables = len(rp.group_by_host(lines))
+    return tables, 2 * tables
