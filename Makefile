@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test probe migrate bench lint clean
+.PHONY: install test probe migrate bench lint wheel clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -36,7 +36,11 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_sweep.py
 
 lint: $(STAMP)
-	$(BIN)/python -m compileall -q ledger probes migrations tests bench
+	$(BIN)/ruff check .
+
+# The product: dist/jax_compile_ledger-<version>-py3-none-any.whl, for `pip install` on a node.
+wheel: $(STAMP)
+	$(BIN)/pip wheel --quiet --no-deps . -w dist
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build dist *.egg-info

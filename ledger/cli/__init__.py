@@ -13,7 +13,6 @@ from typing import Annotated
 import typer
 from typer.core import TyperGroup
 
-from ledger import __version__
 from ledger.errors import LedgerError, first_line, one_line
 
 _TRACEBACK = "ledger.traceback"
@@ -56,7 +55,9 @@ app = typer.Typer(
 
 def _print_version(value: bool) -> None:
     if value:
-        typer.echo(f"ledger {__version__}")
+        import ledger
+
+        typer.echo(f"ledger {ledger.__version__}")
         raise typer.Exit()
 
 

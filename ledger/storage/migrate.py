@@ -11,19 +11,32 @@ from pathlib import Path
 
 from ledger.errors import LedgerError
 
-MIGRATIONS_DIR = Path(__file__).resolve().parents[2] / "migrations"
+# A checkout keeps the revisions in the top-level migrations/ (alembic.ini's
+# script_location); the wheel installs that same directory as ledger/migrations
+# (pyproject.toml's package-dir), so the installed package finds them beside itself.
+_INSTALLED = Path(__file__).resolve().parents[1] / "migrations"
+_CHECKOUT = Path(__file__).resolve().parents[2] / "migrations"
+
+
+def migrations_dir() -> Path:
+    for where in (_INSTALLED, _CHECKOUT):
+        if (where / "env.py").is_file() and (where / "versions").is_dir():
+            return where
+    raise LedgerError(f"the ledger's migrations are missing (looked in {_INSTALLED} and {_CHECKOUT}): "
+                      "reinstall jax-compile-ledger")
 
 
 def alembic_config(url: str, connection=None):
     from alembic.config import Config
 
-    ini = MIGRATIONS_DIR.parent / "alembic.ini"
-    if not (MIGRATIONS_DIR / "env.py").exists():
-        raise LedgerError(f"migrations not found at {MIGRATIONS_DIR}: install the ledger from its source tree")
-    cfg = Config(str(ini)) if ini.exists() else Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    where = migrations_dir()
+    # alembic.ini exists only in a checkout; the installed package needs none
+    ini = _CHECKOUT.parent / "alembic.ini"
+    cfg = Config(str(ini)) if where == _CHECKOUT and ini.is_file() else Config()
+    cfg.set_main_option("script_location", str(where))
     # the revisions' shared helpers (ledger_stash.py) sit beside them
-    cfg.set_main_option("prepend_sys_path", str(MIGRATIONS_DIR))
+    cfg.set_main_option("prepend_sys_path", str(where))
+    cfg.set_main_option("path_separator", "os")
     # env.py reads these before falling back to the resolver, so `ledger db ...` and
     # `alembic ...` share one env.py and one notion of "the database".
     cfg.attributes["url"] = url

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# The wheel is the product: build it, install it (not editable) into a fresh venv, and
+# run every command from a directory outside the tree, as a cluster node would.
+#
+#   bash ci/wheel_smoke.sh            # CI runs this; a person can too
+#
+# Work happens under ${LEDGER_WHEEL_SMOKE_DIR:-/tmp/ledger-wheel-smoke} (made anew each
+# run). Each step prints `smoke: <what>` and the run stops at the first failure, naming
+# it; the last line says how many steps passed.
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+WORK=${LEDGER_WHEEL_SMOKE_DIR:-/tmp/ledger-wheel-smoke}
+PY=${PY:-python3}
+rm -rf "$WORK" && mkdir -p "$WORK/dist" "$WORK/run"
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+steps=0
+step() { echo "smoke: $*"; steps=$((steps + 1)); }
+fail() { echo "smoke FAILED: $*" >&2; exit 1; }
+
+step "build the wheel"
+"$PY" -m pip wheel --quiet --no-deps "$REPO" -w "$WORK/dist" >/dev/null
+wheel=$(ls "$WORK"/dist/jax_compile_ledger-*.whl)
+unzip -l "$wheel" | grep -q 'ledger/migrations/versions/0001_legacy_schema.py' \
+    || fail "the wheel holds no revisions"
+unzip -l "$wheel" | awk '{print $4}' | grep -q '^migrations/' && fail "the wheel holds a top-level migrations/"
+
+step "install it into a fresh venv"
+"$PY" -m venv "$WORK/venv"
+"$WORK/venv/bin/pip" install --quiet --upgrade pip >/dev/null
+"$WORK/venv/bin/pip" install --quiet "$wheel[postgres]" >/dev/null
+L="$WORK/venv/bin/ledger"
+
+# From here on, nothing of the checkout is reachable: another directory, and a Python
+# that would import the checkout's ledger/ only if the install were broken.
+cd "$WORK/run"
+unset LEDGER_DB
+where=$("$WORK/venv/bin/python" -c 'import ledger, os; print(os.path.dirname(ledger.__file__))')
+case "$where" in "$REPO"*) fail "ledger imports from the checkout ($where)";; esac
+
+step "ledger --version matches the distribution's metadata"
+want=$("$WORK/venv/bin/python" -c 'from importlib.metadata import version; print(version("jax-compile-ledger"))')
+got=$("$L" --version)
+[ "$got" = "ledger $want" ] || fail "--version says '$got', the metadata '$want'"
+
+step "probe: cold then warm into a new ledger"
+"$L" probe -o toy -t jit,grad --cold-warm --cache-dir "$WORK/run/cache" --tag smoke --db a.db >probe.out
+[ "$("$L" sql "SELECT count(*) FROM compile_records" --db a.db --csv | tail -1)" = 4 ] || fail "probe rows"
+"$L" sql "SELECT cache_state FROM compile_records ORDER BY id" --db a.db --csv | tr '\n' ' ' \
+    | grep -q '^cache_state cold cold warm warm' || fail "probe cache states"
+
+step "import the legacy corpus"
+cp -r "$REPO/tests/fixtures/legacy-results" corpus
+"$L" import corpus --db b.db >/dev/null
+
+step "db current / downgrade / upgrade"
+"$L" db current --db b.db | grep -q 0007 || fail "db current"
+"$L" db downgrade 0002 --db b.db >/dev/null
+"$L" db upgrade --db b.db >/dev/null
+"$L" db current --db b.db | grep -q 0007 || fail "db upgrade back to head"
+
+step "sql and export"
+"$L" sql "SELECT cache_state, count(*) FROM compile_records GROUP BY 1 ORDER BY 1" --db b.db >/dev/null
+"$L" export --db b.db -o export.json
+"$L" export --db b.db --format csv -o export.csv
+
+step "pins, check, explain"
+"$L" pins update --db b.db >/dev/null
+"$L" pins list --db b.db >/dev/null
+set +e; "$L" check --db b.db >/dev/null; rc=$?; set -e
+[ "$rc" -le 1 ] || fail "check exited $rc"
+cold=$("$L" sql "SELECT min(id) FROM compile_records WHERE cache_state = 'cold'" --db a.db --csv | tail -1)
+"$L" explain "$cold" --db a.db >/dev/null
+
+step "report --html"
+"$L" report --db b.db >/dev/null
+"$L" report --html report.html --db b.db >/dev/null
+grep -q '<html' report.html || fail "report.html"
+
+step "merge"
+"$L" merge a.db --db b.db >/dev/null
+
+step "sweep plan and run"
+cat >mini.toml <<'EOF'
+objectives = ["toy"]
+transforms = ["jit"]
+repeats = 1
+cold_warm = true
+steady_calls = 1
+cache = "shared"
+
+[grid]
+dataset_class = ["imaging"]
+EOF
+"$L" sweep plan mini.toml >/dev/null
+"$L" sweep run mini.toml --db c.db >/dev/null
+[ "$("$L" sql "SELECT count(*) FROM compile_records" --db c.db --csv | tail -1)" = 2 ] || fail "sweep rows"
+
+step "alembic revisions from the installed package"
+"$WORK/venv/bin/python" - <<'EOF'
+from alembic.script import ScriptDirectory
+from ledger.storage.migrate import alembic_config
+script = ScriptDirectory.from_config(alembic_config("sqlite:///unused.db"))
+assert "site-packages" in script.dir, script.dir
+print("revisions:", " ".join(r.revision for r in reversed(list(script.walk_revisions()))))
+EOF
+
+echo "wheel smoke: all $steps steps passed ($(basename "$wheel"))"
