@@ -182,3 +182,10 @@ def test_readme_why_cold_query_names_the_changed_xla_flags(tmp_path, db):
     assert [s for _, s, *_ in _rows(db)] == ["cold", "warm", "cold"]
     result = run_cli("sql", WHY_COLD, "--csv", "--db", db)
     assert result.output == "transform,component\njit,XLA flags\n"
+
+
+def test_a_repeated_transforms_option_adds_each(db):
+    # `-t jit -t grad` measured grad alone before: the last option won, silently
+    r = run_cli("probe", "-t", "jit", "-t", "grad,vag", "--db", db)
+    assert r.exit_code == 0, r.output
+    assert query(db, "SELECT transform FROM compile_records ORDER BY id") == [("jit",), ("grad",), ("vag",)]

@@ -9,7 +9,7 @@ so the defaults are not repeated here.
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated, List, Optional
 
 import typer
 
@@ -26,7 +26,7 @@ def _seconds(value):
 
 def probe_cmd(
     objective: Annotated[Optional[str], typer.Option("--objective", "-o", help="A built-in (see `ledger objectives`) or package.module:builder, importable from the working directory.")] = None,
-    transforms: Annotated[Optional[str], typer.Option("--transforms", "-t", help="Comma-separated, or 'all'.")] = None,
+    transforms: Annotated[Optional[List[str]], typer.Option("--transforms", "-t", help="Comma-separated or repeated (-t jit -t grad), or 'all'.")] = None,
     cache_dir: Annotated[Optional[str], typer.Option("--cache-dir", help="JAX persistent compilation cache dir (unset: none, unless JAX_COMPILATION_CACHE_DIR is set).")] = None,
     tag: Annotated[Optional[str], typer.Option("--tag", help="Free-text label kept on the rows.")] = None,
     n_batch: Annotated[Optional[int], typer.Option("--n-batch", help="Inputs per batched call (vmap, laxmap, pyloop).")] = None,
@@ -47,6 +47,8 @@ def probe_cmd(
     from ledger.storage.open import open_ledger
     from ledger.storage.writer import add_compile_record
 
+    # a repeated -t adds to the list (it used to keep only the last, silently)
+    transforms = ",".join(transforms) if transforms else None
     given = dict(objective=objective, transforms=transforms, cache_dir=cache_dir, tag=tag,
                  n_batch=n_batch, batch_size=batch_size, steady_calls=steady_calls,
                  dataset_class=dataset_class, instrument=instrument, model_type=model_type,
