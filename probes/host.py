@@ -62,7 +62,7 @@ def host_state() -> dict:
     }
 
 
-# Set by `ledger sweep` for the probe of one of its tasks (ledger/sweep/task.py).
+# Set by `ledger sweep task` for the probe of one of its tasks (ledger/cli/sweep.py).
 SWEEP_ID_ENV, SWEEP_TASK_ENV = "LEDGER_SWEEP_ID", "LEDGER_SWEEP_TASK"
 
 

@@ -21,7 +21,7 @@ from ledger.record import LEGACY_FIELDS
 FIXTURES = Path(__file__).parent / "fixtures"
 CORPUS = FIXTURES / "legacy-results"
 
-# The field's corpus, counted once (DESIGN.md): 93 records in 9 files, 89 of them
+# The field's corpus, counted once (docs/migrations.md): 93 records in 9 files, 89 of them
 # compile records that backfill to 33 cold, 34 warm, 19 none and 3 unknown, plus 4
 # sibling records. test_import.py counts the files themselves against these.
 CORPUS_FILES, CORPUS_RECORDS, CORPUS_COMPILE, CORPUS_SIBLINGS = 9, 93, 89, 4

@@ -1,11 +1,11 @@
 """The legacy tag -> cache_state rule, once in Python and once as SQL.
 
-The data migration (migrations/versions/0003) and `ledger import` both run
+The data migration (migrations/versions/0003_backfill_cache_state.py) and `ledger import` both run
 `backfill_sql()`, so the two paths agree record for record by construction;
 `classify_legacy()` is the same rule in Python, used by the tests to hold the SQL
 to it and by anything that needs a state for a single record.
 
-The rule (DESIGN.md, "The legacy backfill"):
+The rule (docs/migrations.md, "The legacy backfill"):
   cache_dir empty or missing          -> none     (source empty_cache_dir)
   tag ends with warm\\d*(-retry)?      -> warm     (source tag)
   else tag ends with cold             -> cold     (source tag)
