@@ -218,3 +218,54 @@ def test_submit_without_slurm_says_so_and_leaves_no_sweep(tmp_path, monkeypatch)
     assert re.fullmatch(rf'exec \S+ledger sweep task {re.escape(str(tmp_path))}/sweeps/grid-\d{{8}}-\d{{6}}-[0-9a-f]{{4}}'
                         r' "\$SLURM_ARRAY_TASK_ID"', lines[-1]), lines[-1]
     assert "s3cret" not in dry.output and "db.example" not in dry.output
+
+
+# -- a task's own ledger file, as `sweep status` reads it ----------------------------------
+def _per_task_sweep(tmp_path):
+    """A sweep whose tasks write db/task-<i>.db, task 0's file holding its two rows
+    (as the nodes leave them, before `ledger merge`)."""
+    from ledger.sweep import spec as sweep_spec
+    from ledger.sweep import store
+
+    from .conftest import compile_records_of_corpus, write_json
+
+    sweep = store.create(tmp_path / "sweeps", sweep_spec.load(_spec(tmp_path)), "slurm",
+                         {"kind": store.PER_TASK, "path": None})
+    (rec,) = [r for r in compile_records_of_corpus() if r["tag"] == "cache-warm"]
+    rows = [dict(rec, transform=t, sweep_id=sweep.sweep_id, sweep_task=0) for t in ("jit", "grad")]
+    assert run_cli("import", write_json(tmp_path / "t0.json", rows), "--db", sweep.task_db(0)).exit_code == 0
+    return sweep
+
+
+def test_status_waits_for_a_task_writing_its_file(tmp_path):
+    """The read waits the busy timeout, as every ledger read does, not sqlite3's 5 s:
+    a task's write that holds its file longer leaves the task done, not missing."""
+    import sqlite3
+    import threading
+
+    sweep = _per_task_sweep(tmp_path)
+    path = sweep.task_db(0)
+    con = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    con.execute("PRAGMA journal_mode = DELETE")  # a reader waits for a writer only outside WAL
+    con.execute("BEGIN EXCLUSIVE")
+    writer = threading.Timer(6.5, lambda: (con.execute("COMMIT"), con.close()))
+    writer.start()
+    try:
+        status = run_cli("sweep", "status", sweep.dir)
+    finally:
+        writer.join()
+    assert _states(status.output)[0] == ("0", "done"), status.output
+
+
+def test_status_refuses_a_task_file_at_a_revision_it_does_not_know(tmp_path):
+    import sqlite3
+
+    sweep = _per_task_sweep(tmp_path)
+    con = sqlite3.connect(sweep.task_db(0))
+    with con:
+        con.execute("UPDATE alembic_version SET version_num = '0099'")
+    con.close()
+    status = run_cli("sweep", "status", sweep.dir)
+    assert (status.exit_code, status.output) == (1, (
+        f"error: {sweep.task_db(0)} is at revision 0099, which this ledger does not know (its newest is 0007): "
+        "it was written by a newer ledger; upgrade the ledger\n"))

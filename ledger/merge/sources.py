@@ -9,7 +9,7 @@ server source must already be at head: there is no copy to upgrade.
 from __future__ import annotations
 
 import sqlite3
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -17,7 +17,7 @@ from typing import Iterator
 from ledger.errors import LedgerError
 from ledger.storage import revisions as rv
 from ledger.storage.open import Ledger, open_ledger
-from ledger.storage.sqlite_file import busy_timeout_s
+from ledger.storage.sqlite_file import read_only
 from ledger.storage.url import Target, resolve
 
 
@@ -36,24 +36,10 @@ def _snapshot(path: Path, copy: Path) -> None:
     if not path.is_file():
         raise LedgerError(f"no ledger database at {path}")
     try:
-        src = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=busy_timeout_s())
-        try:
-            dst = sqlite3.connect(copy)
-            with dst:
-                src.backup(dst)
-            dst.close()
-        finally:
-            src.close()
+        with read_only(path) as src, closing(sqlite3.connect(copy)) as dst:
+            src.backup(dst)
     except sqlite3.DatabaseError as exc:
         raise LedgerError(f"cannot read {path}: {exc}") from None
-
-
-def _gate(display: str, rev: str | None, status: str, upgradable: bool) -> None:
-    if status == rv.HEAD_ or (status == rv.OLDER and upgradable):
-        return
-    if status == rv.OLDER:
-        raise LedgerError(f"{display} is at revision {rev}: upgrade it (ledger db upgrade) before merging from it")
-    raise LedgerError(rv.refusal(display, rev, status))
 
 
 @contextmanager
@@ -68,7 +54,7 @@ def open_source(value: str, workdir: Path, dest: Target) -> Iterator[Source]:
     copy = workdir / f"source-{len(list(workdir.iterdir()))}.db"
     _snapshot(target.path, copy)
     rev, status = rv.sqlite_status(copy)
-    _gate(target.display, rev, status, upgradable=True)
+    rv.gate(target.display, rev, status, "merge")
     if status == rv.OLDER:
         with open_ledger(str(copy), "migrate") as ledger:
             ledger.migrate("upgrade", "head")

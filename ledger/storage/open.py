@@ -133,7 +133,10 @@ def open_ledger(db: str | None, mode: str, *, create: bool | None = None) -> Led
     if mode == "query":
         return ledger  # reads of any database; the read-only connection guards it
     try:
-        _gate(ledger, *ledger.refresh())
+        rev, status = ledger.refresh()
+        rv.gate(ledger.display, rev, status, mode)
+        if status == rv.EMPTY and mode == "write":
+            ledger.migrate("upgrade", "head")
     except BaseException as exc:
         ledger.__exit__(type(exc), exc, exc.__traceback__)
         raise
@@ -162,17 +165,3 @@ def _recover_hot_journal(path: Path) -> None:
     except sqlite3.DatabaseError:
         pass
 
-
-def _gate(ledger: Ledger, rev: str | None, status: str) -> None:
-    if status == rv.HEAD_:
-        return
-    if status in (rv.NEWER, rv.FOREIGN) or (status == rv.EMPTY and ledger.mode == "read"):
-        raise LedgerError(rv.refusal(ledger.display, rev, status))
-    if ledger.mode == "write":
-        if status == rv.EMPTY:
-            ledger.migrate("upgrade", "head")
-            return
-        raise LedgerError(rv.refusal(ledger.display, rev, status))
-    if ledger.mode == "read":
-        raise LedgerError(rv.refusal(ledger.display, rev, status))
-    # migrate takes any revision this ledger knows

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 
 from ledger.errors import LedgerError, first_line
-from ledger.storage.sqlite_file import busy_timeout_s
+from ledger.storage.sqlite_file import read_only
 
 READ_ONLY_MSG = "ledger sql is read-only: only SELECT, WITH ... SELECT, EXPLAIN and read-only PRAGMAs run"
 
@@ -47,30 +47,28 @@ def _sqlite_query(path, query: str):
     if not path.is_file():
         raise LedgerError(f"{path} is not a database file")
     try:
-        # as_uri() percent-encodes the path: a '#' or '?' in a file name must not
-        # end the path and drop mode=ro
-        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=busy_timeout_s())
-        con.execute("SELECT count(*) FROM sqlite_master")
+        with read_only(path) as con:
+            con.execute("SELECT count(*) FROM sqlite_master")  # a file that is no database fails here
+            con.execute("PRAGMA query_only = ON")
+            con.set_authorizer(_authorizer)
+            return _guarded_query(con, query)
     except sqlite3.DatabaseError as exc:
         raise LedgerError(f"cannot read {path}: {exc}") from None
+
+
+def _guarded_query(con: sqlite3.Connection, query: str):
     try:
-        con.execute("PRAGMA query_only = ON")
-        con.set_authorizer(_authorizer)
-        try:
-            cur = con.execute(query)
-            rows = cur.fetchall()
-        except sqlite3.ProgrammingError as exc:
-            if "one statement" in str(exc):
-                raise LedgerError("ledger sql runs one statement at a time") from None
-            raise LedgerError(f"sql error: {exc}") from None
-        except sqlite3.DatabaseError as exc:
-            if "authoriz" in str(exc) or "readonly" in str(exc) or "read-only" in str(exc):
-                raise LedgerError(READ_ONLY_MSG) from None
-            raise LedgerError(f"sql error: {exc}") from None
-        columns = [d[0] for d in cur.description or ()]
-        return columns, rows
-    finally:
-        con.close()
+        cur = con.execute(query)
+        rows = cur.fetchall()
+    except sqlite3.ProgrammingError as exc:
+        if "one statement" in str(exc):
+            raise LedgerError("ledger sql runs one statement at a time") from None
+        raise LedgerError(f"sql error: {exc}") from None
+    except sqlite3.DatabaseError as exc:
+        if "authoriz" in str(exc) or "readonly" in str(exc) or "read-only" in str(exc):
+            raise LedgerError(READ_ONLY_MSG) from None
+        raise LedgerError(f"sql error: {exc}") from None
+    return [d[0] for d in cur.description or ()], rows
 
 
 def _postgres_query(ledger, query: str):

@@ -11,7 +11,7 @@ import sqlite3
 from pathlib import Path
 
 from ledger.errors import LedgerError, first_line
-from ledger.storage.sqlite_file import busy_timeout_s
+from ledger.storage.sqlite_file import read_only
 
 REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007")
 HEAD = REVISIONS[-1]
@@ -38,17 +38,19 @@ def sqlite_status(path: Path) -> tuple[str | None, str]:
             raise LedgerError(f"cannot open {path}: no directory {path.parent}")
         return None, EMPTY
     try:
-        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=busy_timeout_s())
-        try:
-            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            rev = None
-            if "alembic_version" in tables:
-                rev = con.execute("SELECT version_num FROM alembic_version").fetchone()
-                rev = rev[0] if rev else None
-        finally:
-            con.close()
+        with read_only(path) as con:
+            return connection_status(con)
     except sqlite3.DatabaseError as exc:
         raise LedgerError(f"cannot open {path}: {exc}") from None
+
+
+def connection_status(con: sqlite3.Connection) -> tuple[str | None, str]:
+    """(revision, status) of the SQLite file open on `con`."""
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    rev = None
+    if "alembic_version" in tables:
+        rev = con.execute("SELECT version_num FROM alembic_version").fetchone()
+        rev = rev[0] if rev else None
     return classify(rev, tables)
 
 
@@ -66,6 +68,18 @@ def engine_status(engine, display: str) -> tuple[str | None, str]:
     except SQLAlchemyError as exc:
         raise LedgerError(f"cannot open {display}: {first_line(exc)}") from None
     return classify(rev, tables)
+
+
+# What each way of opening a database takes besides head. `ledger db` moves any
+# revision this ledger knows, from none up; a write brings an empty database to head
+# first; a merge source at an older revision is merged from a copy brought to head.
+ACCEPTS = {"read": (), "write": (EMPTY,), "migrate": (EMPTY, OLDER), "merge": (OLDER,)}
+
+
+def gate(display: str, rev: str | None, status: str, mode: str) -> None:
+    """Refuse, in one line, a database in a state that `mode` may not act on."""
+    if status != HEAD_ and status not in ACCEPTS[mode]:
+        raise LedgerError(refusal(display, rev, status))
 
 
 def refusal(display: str, rev: str | None, status: str) -> str:

@@ -1,5 +1,6 @@
 """What a SQLite ledger file needs from the machine: how long a writer waits for the
-lock, and whether the file sits on a network filesystem.
+lock, whether the file sits on a network filesystem, and the one way to open it
+read-only.
 
 Many `ledger probe`s and imports write one file at once. SQLite serialises them:
 each write transaction takes the write lock when it begins (BEGIN IMMEDIATE, see
@@ -13,7 +14,10 @@ switch to WAL, which needs memory shared by every process on one host.
 from __future__ import annotations
 
 import os
+import sqlite3
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from ledger.errors import LedgerError
 
@@ -40,6 +44,21 @@ def busy_timeout_s() -> float:
     if not value >= 0 or value == float("inf"):
         raise LedgerError(f"{BUSY_TIMEOUT_ENV}={raw!r} is not a number of seconds")
     return value
+
+
+@contextmanager
+def read_only(path: Path) -> Iterator[sqlite3.Connection]:
+    """A connection that can neither create nor change the file at `path`, closed on
+    leaving. It waits the busy timeout, as a writer does: a reader of a file not in
+    WAL mode waits for the writer's lock. Errors are sqlite3's, for the caller to
+    name (a bad file fails on the first read, not here)."""
+    # as_uri() percent-encodes the path: a '#' or '?' in a file name must not end the
+    # path and drop mode=ro
+    con = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=busy_timeout_s())
+    try:
+        yield con
+    finally:
+        con.close()
 
 
 def filesystem_type(path: Path, mounts: str | None = None) -> str | None:

@@ -37,16 +37,22 @@ ROWS_SQL = f"SELECT {', '.join(ROW_COLUMNS)} FROM compile_records WHERE sweep_id
 
 
 def _task_file_rows(path: Path, sweep_id: str) -> list[dict]:
+    """A task's rows in its own ledger file, read as `ledger` reads any (gated at head)."""
+    from ledger.storage import revisions as rv
+    from ledger.storage.sqlite_file import read_only
+
     if not path.is_file():
         return []
-    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     try:
-        con.row_factory = sqlite3.Row
-        return [dict(r) for r in con.execute(ROWS_SQL, {"sweep": sweep_id})]
+        with read_only(path) as con:
+            rev, status = rv.connection_status(con)
+            if status == rv.EMPTY:
+                return []  # made, nothing written yet
+            rv.gate(str(path), rev, status, "read")
+            con.row_factory = sqlite3.Row
+            return [dict(r) for r in con.execute(ROWS_SQL, {"sweep": sweep_id})]
     except sqlite3.DatabaseError:
         return []  # not written yet (a task that died making it): no rows
-    finally:
-        con.close()
 
 
 def rows_by_task(sweep: Sweep, db: str | None) -> dict[int, list[dict]]:
