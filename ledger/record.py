@@ -90,6 +90,10 @@ PROBE_RECORD_FIELDS: tuple[str, ...] = tuple(f for f in COMPILE_FIELDS if f != "
 
 TIMING_FIELDS = ("trace_s", "compile_s", "first_s", "steady_s", "backend_compile_s")
 
+# Common fields of a sibling record (an export probe, a trace profile: no compile_s)
+# that are also kept as columns of instrument_records, where present.
+INSTRUMENT_COLUMNS = ("model_type", "transform", "jax_version", "tag", "timestamp", "hardware")
+
 # What identifies a compile measurement: its legacy content plus, for probe rows,
 # the run and phase (a failed transform has no timings to tell it apart).
 KEY_FIELDS = (*LEGACY_FIELDS, "run_id", "phase")

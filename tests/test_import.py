@@ -229,7 +229,7 @@ def test_parallel_readers_bad_file_writes_nothing(tmp_path, db, forked_readers):
 
 
 def test_fast_path_and_record_by_record_path_build_the_same_rows():
-    from ledger.storage.rows import FAST_COLUMNS, compile_row, legacy_rows_fast
+    from ledger.record_validation import FAST_COLUMNS, compile_row, legacy_rows_fast
 
     recs = compile_records_of_corpus() + [dict(GOOD, compile_s=18, tag="int-timing")]
     recs.append({k: v for k, v in GOOD.items() if k != "hardware"})

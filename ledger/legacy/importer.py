@@ -19,9 +19,9 @@ from sqlalchemy.engine import Connection, Engine
 
 from ledger.legacy.cache_rule import backfill_sql
 from ledger.legacy.reading import Batch, find_json_files, reading
+from ledger.record_validation import FAST_COLUMNS
 from ledger.storage.bulk import fill_missing_keys, insert_new, insert_sql
 from ledger.storage.models import compile_records, instrument_records
-from ledger.storage.rows import FAST_COLUMNS
 
 __all__ = ["ImportSummary", "find_json_files", "import_paths"]
 

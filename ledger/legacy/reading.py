@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from ledger.errors import LedgerError
-from ledger.storage.rows import (
+from ledger.record_validation import (
     RecordError,
     compile_row,
     instrument_row,

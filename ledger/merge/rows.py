@@ -8,10 +8,10 @@ import json
 
 import sqlalchemy as sa
 
-from ledger.record import COMPILE_FIELDS
+from ledger.record import COMPILE_FIELDS, INSTRUMENT_COLUMNS
+from ledger.record_validation import compile_key, instrument_key
 from ledger.storage.bulk import insert_new, lookup
-from ledger.storage.models import INSTRUMENT_COLUMNS, compile_records, instrument_records
-from ledger.storage.rows import compile_key, instrument_key
+from ledger.storage.models import compile_records, instrument_records
 
 CHUNK = 10_000
 _INSTRUMENT = ("record_kind", "record_json", *INSTRUMENT_COLUMNS)

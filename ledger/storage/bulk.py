@@ -2,7 +2,7 @@
 `ledger import` and `ledger merge` share.
 
 Every compile and sibling row carries record_key, a digest of its identity
-(rows.py); the unique index on it makes an INSERT of a row already present a no-op.
+(ledger/record_validation.py); the unique index on it makes an INSERT of a row already present a no-op.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from sqlalchemy.engine import Connection
 
 from ledger.errors import LedgerError
 from ledger.record import KEY_FIELDS
+from ledger.record_validation import compile_key, instrument_key
 from ledger.storage.models import compile_records, instrument_records
-from ledger.storage.rows import compile_key, instrument_key
 
 
 def fill_missing_keys(conn: Connection) -> None:

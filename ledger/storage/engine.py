@@ -24,7 +24,6 @@ from ledger.errors import LedgerError
 from ledger.storage.sqlite_file import busy_timeout_s
 from ledger.storage.url import redact
 
-
 # A PostgreSQL session whose every transaction is read-only: no statement text can
 # end the read-only transaction and start a writable one (COMMIT; DELETE ...).
 _PG_READ_ONLY = "-c default_transaction_read_only=on"

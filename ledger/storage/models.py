@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from ledger.record import COMPARABILITY_KEY, COMPILE_FIELDS
+from ledger.record import COMPARABILITY_KEY, COMPILE_FIELDS, INSTRUMENT_COLUMNS
 
 metadata = sa.MetaData(
     naming_convention={
@@ -31,9 +31,6 @@ compile_records = sa.Table(
     *(sa.Column(name, _SA_TYPES[t]) for name, t in COMPILE_FIELDS.items()),
     sa.Column("record_key", sa.BigInteger, unique=True),
 )
-
-# Common fields of a sibling record that are also kept as columns, where present.
-INSTRUMENT_COLUMNS = ("model_type", "transform", "jax_version", "tag", "timestamp", "hardware")
 
 instrument_records = sa.Table(
     "instrument_records",

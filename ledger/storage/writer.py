@@ -9,10 +9,10 @@ from __future__ import annotations
 from sqlalchemy import insert
 from sqlalchemy.engine import Engine
 
-from ledger.record import SOURCE_UNKNOWN, UNKNOWN
 from ledger.errors import LedgerError
+from ledger.record import SOURCE_UNKNOWN, UNKNOWN
+from ledger.record_validation import RecordError, compile_row
 from ledger.storage.models import compile_records
-from ledger.storage.rows import RecordError, compile_row
 
 
 def add_compile_record(engine: Engine, record: dict) -> int:

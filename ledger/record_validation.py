@@ -1,7 +1,10 @@
-"""Turning a JSON record into a row: validation, sibling-record kinds, content keys.
+"""A record checked against the contract (ledger/record.py) and made a row: types,
+storable text, sibling-record kinds, and the content keys that make imports
+idempotent.
 
-Pure functions, no database: the importer and the probe's writer both go through
-here, so a record is checked and keyed the same way whichever path brings it in.
+Pure functions, no database: the importer, the probe's writer and merge all go
+through here, so a record is checked and keyed the same way whichever path brings
+it in.
 """
 
 from __future__ import annotations
@@ -19,11 +22,11 @@ from ledger.record import (
     CACHE_STATE_SOURCES,
     CACHE_STATES,
     COMPILE_FIELDS,
+    INSTRUMENT_COLUMNS,
     KEY_FIELDS,
     LEGACY_FIELDS,
     SOURCE_RECORDED,
 )
-from ledger.storage.models import INSTRUMENT_COLUMNS
 
 
 class RecordError(ValueError):
