@@ -88,8 +88,6 @@ COMPILE_FIELDS: dict[str, type] = {**LEGACY_FIELDS, **STATE_FIELDS, **PROBE_FIEL
 # ('compile'); a probe never writes a sibling record.
 PROBE_RECORD_FIELDS: tuple[str, ...] = tuple(f for f in COMPILE_FIELDS if f != "record_kind")
 
-TIMING_FIELDS = ("trace_s", "compile_s", "first_s", "steady_s", "backend_compile_s")
-
 # Common fields of a sibling record (an export probe, a trace profile: no compile_s)
 # that are also kept as columns of instrument_records, where present.
 INSTRUMENT_COLUMNS = ("model_type", "transform", "jax_version", "tag", "timestamp", "hardware")

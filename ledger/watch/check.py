@@ -19,7 +19,7 @@ from ledger.record import CACHE_CELL, COLD, COMPARABILITY_KEY, WARM
 from ledger.storage.engine import read_connection
 from ledger.storage.models import check_runs, pins, verdicts
 from ledger.watch.explain import cause_text, diagnose, fetch_rows
-from ledger.watch.keys import LOADED_SQL, pin_key, same_sql
+from ledger.watch.keys import loaded_cause_sql, loaded_sql, pin_key, same_sql
 from ledger.watch.pins import describe_key, filter_sql, ok_sql, pinnable_sql, utc_now
 
 TOLERANCE = 1.5
@@ -38,14 +38,12 @@ def _judge_sql(dialect: str, where: str) -> str:
     match = " AND ".join(same_sql(f"r.{f}", f"p.{f}", dialect) for f in COMPARABILITY_KEY)
     newer = ("(COALESCE(r.timestamp, '') > COALESCE(p.timestamp, '')"
              " OR (COALESCE(r.timestamp, '') = COALESCE(p.timestamp, '') AND r.id > p.row_id))")
-    cores = "COALESCE(r.host_cpu_affinity, r.host_cpu_count)"
-    loaded_cause = (f"'loaded host: 1-minute load ' || CAST(r.host_load_avg_1m AS TEXT)"
-                    f" || ' > ' || CAST({cores} AS TEXT) || ' usable cores'")
+    loaded = loaded_sql("r")
     judged = (
         "SELECT p.id AS pin_id, p.pin_key, r.id AS row_id, r.compile_s, p.compile_s AS pin_compile_s,"
         " r.compile_s / NULLIF(p.compile_s, 0) AS ratio,"
-        f" CASE WHEN {LOADED_SQL} THEN '{INCONCLUSIVE}' WHEN r.compile_s > :tol * p.compile_s"
-        f" THEN '{REGRESSION}' ELSE '{OK}' END AS verdict, CASE WHEN {LOADED_SQL} THEN {loaded_cause} END AS cause"
+        f" CASE WHEN {loaded} THEN '{INCONCLUSIVE}' WHEN r.compile_s > :tol * p.compile_s"
+        f" THEN '{REGRESSION}' ELSE '{OK}' END AS verdict, CASE WHEN {loaded} THEN {loaded_cause_sql('r')} END AS cause"
         f" FROM compile_records r JOIN pins p ON {match}"
         f" WHERE {pinnable_sql('r')} AND {newer}{where}"
     )

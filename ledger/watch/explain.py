@@ -66,11 +66,6 @@ def cause_text(causes: list[str]) -> str:
     return "; ".join(causes)
 
 
-def cell_sql(alias: str = "") -> str:
-    p = f"{alias}." if alias else ""
-    return ", ".join(p + f for f in CACHE_CELL)
-
-
 def fetch_rows(conn, ids) -> dict[int, dict]:
     ids = sorted(set(ids))
     out = {}

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import json
 
-from ledger.record import CELL_FIELDS, COMPARABILITY_KEY, HOST_KEY_FIELDS
-
-__all__ = ["CELL_FIELDS", "COMPARABILITY_KEY", "HOST_KEY_FIELDS", "pin_key", "key_columns_sql",
-           "LOADED_SQL", "is_loaded"]
+from ledger.record import COMPARABILITY_KEY
 
 
 def pin_key(row) -> str:
@@ -35,22 +32,33 @@ def key_columns_sql(alias: str = "") -> str:
     return ", ".join(prefix + name for name in COMPARABILITY_KEY)
 
 
-# A host is loaded when its 1-minute load average exceeds the cores the probe could
-# use: the CPU affinity where recorded, else the CPU count. XLA compiles on the host
-# cores, and load alone has moved one compile 7x. A row with no load or no core count
-# (every legacy row) is not called loaded: nothing shows it was.
 def same_sql(a: str, b: str, dialect: str) -> str:
     """a equals b, NULL equal to NULL (legacy rows leave key columns NULL)."""
     return f"{a} IS {b}" if dialect == "sqlite" else f"{a} IS NOT DISTINCT FROM {b}"
 
 
-LOADED_SQL = (
-    "(host_load_avg_1m IS NOT NULL AND COALESCE(host_cpu_affinity, host_cpu_count) IS NOT NULL"
-    " AND host_load_avg_1m > COALESCE(host_cpu_affinity, host_cpu_count))"
-)
+# -- the loaded-host rule -------------------------------------------------------------
+# A host is loaded when its 1-minute load average exceeds the cores the probe could
+# use: the CPU affinity where recorded, else the CPU count. XLA compiles on the host
+# cores, and load alone has moved one compile 7x. A row with no load or no core count
+# (every legacy row) is not called loaded: nothing shows it was. Pins leave such rows
+# out, check calls them inconclusive, the report marks them.
+def _cores_sql(p: str) -> str:
+    return f"COALESCE({p}host_cpu_affinity, {p}host_cpu_count)"
 
 
-def is_loaded(row) -> bool:
-    load = row.get("host_load_avg_1m")
-    cores = row.get("host_cpu_affinity") or row.get("host_cpu_count")
-    return load is not None and cores is not None and load > cores
+def loaded_sql(alias: str = "") -> str:
+    """True (never NULL, so NOT works) for a row measured on a loaded host."""
+    p = f"{alias}." if alias else ""
+    return (f"({p}host_load_avg_1m IS NOT NULL AND {_cores_sql(p)} IS NOT NULL"
+            f" AND {p}host_load_avg_1m > {_cores_sql(p)})")
+
+
+def loaded_cause_sql(alias: str = "") -> str:
+    """Why a loaded row was not judged, as text."""
+    p = f"{alias}." if alias else ""
+    return (f"'loaded host: 1-minute load ' || CAST({p}host_load_avg_1m AS TEXT)"
+            f" || ' > ' || CAST({_cores_sql(p)} AS TEXT) || ' usable cores'")
+
+
+LOADED_SQL = loaded_sql()
