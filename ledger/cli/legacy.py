@@ -51,7 +51,8 @@ def export_cmd(
     db: DbOpt = None,
 ) -> None:
     """Export the ledger as JSON (legacy shape plus new fields) or CSV."""
-    from ledger.legacy.exporter import FORMATS, render, write_atomically
+    from ledger.files import atomic_write
+    from ledger.legacy.exporter import FORMATS, render
     from ledger.storage.open import open_ledger
 
     if fmt not in FORMATS:
@@ -62,6 +63,6 @@ def export_cmd(
         typer.echo(content, nl=False)
         return
     try:
-        write_atomically(output, content)
+        atomic_write(output, content)
     except OSError as exc:
         raise LedgerError(f"cannot write {output}: {exc.strerror or exc}") from None

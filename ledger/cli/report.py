@@ -12,8 +12,9 @@ from ledger.errors import LedgerError
 
 
 def report_cmd(
-    html: Annotated[Optional[Path], typer.Option("--html", help="Write a self-contained HTML page with charts (instead of markdown on stdout).",
-                                                 dir_okay=False)] = None,
+    html: Annotated[Optional[Path], typer.Option(
+        "--html", help="Write a self-contained HTML page with charts (instead of markdown on stdout).",
+        dir_okay=False)] = None,
     update: Annotated[Optional[Path], typer.Option(
         "--update", help="Rewrite the report between <!-- ledger-report:start/end --> in this file.",
         dir_okay=False)] = None,
@@ -24,27 +25,32 @@ def report_cmd(
     db: DbOpt = None,
 ) -> None:
     """Markdown report: one table per host key (hardware, hostname, jax, precision), never ranked across keys."""
+    from ledger.report import lines, text
     from ledger.storage.open import open_ledger
-    from ledger.watch import report
 
     if check and update is None:
         raise typer.BadParameter("--check needs --update FILE", param_hint="--check")
     filters = {"model_type": model_type, "hostname": hostname}
     with open_ledger(db, "read") as ledger:
-        text = report.markdown(report.build(ledger.engine, filters))
         if html is not None:
-            from ledger.watch.charts import write_html
+            _write_html(ledger.engine, html, filters)
+        if update is None and html is not None:
+            return  # who asked for a file wants to hear what was written, not the report again
+        report = text.markdown(lines.build(ledger.engine, filters))
+    if update is None:
+        typer.echo(report, nl=False)
+    else:
+        _update(update, report, check)
 
-            try:
-                tables, charts = write_html(ledger.engine, html, filters)
-            except OSError as exc:
-                raise LedgerError(f"cannot write {html}: {exc.strerror}") from None
-            # who asked for a file wants to hear what was written, not the report again
-            typer.echo(f"wrote {html} ({_count(tables, 'table')}, {_count(charts, 'chart')})")
-    if update is not None:
-        _update(update, text, check)
-    elif html is None:
-        typer.echo(text, nl=False)
+
+def _write_html(engine, path: Path, filters: dict) -> None:
+    from ledger.report.html import write_html
+
+    try:
+        tables, charts = write_html(engine, path, filters)
+    except OSError as exc:
+        raise LedgerError(f"cannot write {path}: {exc.strerror}") from None
+    typer.echo(f"wrote {path} ({_count(tables, 'table')}, {_count(charts, 'chart')})")
 
 
 def _count(n: int, noun: str) -> str:
@@ -52,7 +58,7 @@ def _count(n: int, noun: str) -> str:
 
 
 def _update(path: Path, text: str, check: bool) -> None:
-    from ledger.watch.readme_block import update as update_block
+    from ledger.report.readme_block import update as update_block
 
     try:
         stale = update_block(path, text, check=check)

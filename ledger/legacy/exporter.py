@@ -8,16 +8,13 @@ into any ledger without duplicates (same content keys).
 from __future__ import annotations
 
 import json
-import os
-import tempfile
-from pathlib import Path
 
 from sqlalchemy import select
 from sqlalchemy.engine import Engine
 
+from ledger.output import format_csv
 from ledger.record import COMPILE_FIELDS
 from ledger.storage.models import compile_records, instrument_records
-from ledger.output import format_csv
 
 FORMATS = ("json", "csv")
 
@@ -51,15 +48,3 @@ def render(engine: Engine, fmt: str) -> str:
     rows = compile_rows(engine)
     return format_csv(list(COMPILE_FIELDS), [[r[c] for c in COMPILE_FIELDS] for r in rows])
 
-
-def write_atomically(path: Path, content: str) -> None:
-    """Write beside the target and rename: a failed export leaves no half file."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(content)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -63,9 +63,9 @@ class Sweep:
     def save(self) -> None:
         data = {"sweep_id": self.sweep_id, "spec": self.spec.as_dict(), "mode": self.mode, "db": self.db,
                 "submissions": self.submissions}
-        tmp = self.dir / "sweep.json.tmp"
-        tmp.write_text(json.dumps(data, indent=1) + "\n")
-        tmp.replace(self.dir / "sweep.json")  # never half a file, however it is killed
+        from ledger.files import atomic_write
+
+        atomic_write(self.dir / "sweep.json", json.dumps(data, indent=1) + "\n")  # never half a file
 
 
 def new_id(spec: SweepSpec) -> str:

@@ -44,7 +44,7 @@ def read(path: Path) -> str:
 def update(path: Path, report: str, check: bool = False) -> bool:
     """Bring the block in `path` up to date; with `check`, write nothing. Returns
     whether the block was stale (was, or would have been, rewritten)."""
-    from ledger.watch.report import atomic_write
+    from ledger.files import atomic_write
 
     text = read(path)
     new = render(text, report, str(path))

@@ -1,4 +1,5 @@
-"""`ledger report --html`: one self-contained page, charts drawn by matplotlib.
+"""The report as one self-contained HTML page (`ledger report --html`), charts drawn
+by matplotlib.
 
 Per host key: a bar chart of the newest cold against the newest warm compile of each
 cell and transform, and compile time over time per cell and transform with its pin
@@ -23,7 +24,11 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import NullFormatter  # noqa: E402
 
-from ledger.watch import report as rp  # noqa: E402
+from ledger.files import atomic_write  # noqa: E402
+from ledger.record import COLD, WARM  # noqa: E402
+from ledger.report import lines as rl  # noqa: E402
+from ledger.report import text  # noqa: E402
+from ledger.report.lines import Line  # noqa: E402
 
 WARM_COLOR, COLD_COLOR, PIN_COLOR, MARK_COLOR = "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"
 NCOLS = 3
@@ -35,8 +40,8 @@ STYLE = (
 )
 
 
-def _label(ln: rp.Line) -> str:
-    return " / ".join(rp._text(v) for v in ln.cell[:3]) + " · " + rp._text(ln.cell[3])
+def _label(ln: Line) -> str:
+    return f"{text.cell_title(ln)} · {text.show(ln.cell[3])}"
 
 
 def _png(fig: Figure) -> str:
@@ -45,7 +50,7 @@ def _png(fig: Figure) -> str:
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def bar_chart(title: str, lines: list[rp.Line]) -> str:
+def bar_chart(title: str, lines: list[Line]) -> str:
     """Newest cold against newest warm compile per cell and transform (log scale:
     the cache's wins span 0.2 s to 700 s)."""
     labels = [_label(ln) for ln in lines]
@@ -73,8 +78,8 @@ def _time(ts):
         return None
 
 
-def _draw_cell(ax, ln: rp.Line, points: list[dict]) -> None:
-    for state, color in ((rp.WARM, WARM_COLOR), (rp.COLD, COLD_COLOR)):
+def _draw_cell(ax, ln: Line, points: list[dict]) -> None:
+    for state, color in ((WARM, WARM_COLOR), (COLD, COLD_COLOR)):
         pts = [(_time(p["timestamp"]), p["compile_s"]) for p in points if p["cache_state"] == state]
         pts = [(t, v) for t, v in pts if t is not None]
         if pts:
@@ -115,7 +120,7 @@ def _legend(fig: Figure, top: float) -> None:
     fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, top), ncol=4, fontsize=8, frameon=False)
 
 
-def timeline_chart(title: str, lines: list[rp.Line], points: dict[tuple, list[dict]]) -> str:
+def timeline_chart(title: str, lines: list[Line], points: dict[tuple, list[dict]]) -> str:
     """Compile time over time, one panel per cell and transform, its pin drawn."""
     nrows = -(-len(lines) // NCOLS)
     # a fixed layout: the constrained one measures every tick label of every panel again
@@ -134,12 +139,12 @@ def timeline_chart(title: str, lines: list[rp.Line], points: dict[tuple, list[di
     return _png(fig)
 
 
-def _table(group: list[rp.Line]) -> str:
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in rp.COLUMNS)
+def _table(group: list[Line]) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in text.COLUMNS)
     body = []
     for ln in group:
-        tds = "".join(f"<td{' class=num' if c in rp.NUMERIC else ''}>{html.escape(v)}</td>"
-                      for c, v in zip(rp.COLUMNS, rp.cells(ln)))
+        tds = "".join(f"<td{' class=num' if c in text.NUMERIC else ''}>{html.escape(v)}</td>"
+                      for c, v in zip(text.COLUMNS, text.cells(ln)))
         body.append(f"<tr>{tds}</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
@@ -148,22 +153,22 @@ def _img(png: str, alt: str) -> str:
     return f'<img class="chart" alt="{html.escape(alt)}" src="data:image/png;base64,{png}">'
 
 
-def _section(host: tuple, group: list[rp.Line], points: dict) -> str:
-    title = rp.host_title(host)
+def _section(host: tuple, group: list[Line], points: dict) -> str:
+    title = text.host_title(host)
     parts = [f"<section><h2>{html.escape(title)}</h2>", _table(group)]
-    if any(rp.is_loaded_line(ln) for ln in group):
-        parts.append(f'<p class="note">{html.escape(rp.LOADED_NOTE)}</p>')
+    if any(ln.loaded for ln in group):
+        parts.append(f'<p class="note">{html.escape(text.LOADED_NOTE)}</p>')
     parts.append(_img(bar_chart(title, group), f"cold vs warm compile, {title}"))
     parts.append(_img(timeline_chart(title, group, points), f"compile_s over time, {title}"))
     return "\n".join(parts) + "</section>"
 
 
-def page(lines: list[rp.Line], points: dict[tuple, list[dict]]) -> str:
+def page(lines: list[Line], points: dict[tuple, list[dict]]) -> str:
     """The whole HTML report."""
-    body = [f"<h1>Compile ledger report</h1><p>{html.escape(rp.INTRO)}</p>"]
+    body = [f"<h1>Compile ledger report</h1><p>{html.escape(text.INTRO)}</p>"]
     if not lines:
         body.append("<p>No warm or cold compile rows.</p>")
-    body += [_section(host, group, points) for host, group in rp.group_by_host(lines)]
+    body += [_section(host, group, points) for host, group in rl.group_by_host(lines)]
     return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>Compile ledger report</title><style>{STYLE}</style></head>\n<body>\n"
             + "\n".join(body) + "\n</body></html>\n")
@@ -173,9 +178,8 @@ def write_html(engine, path, filters: dict | None = None) -> tuple[int, int]:
     """Write the HTML report to `path` atomically; returns its numbers of tables and
     charts."""
     with engine.connect() as conn:
-        lines = rp.collect(conn, filters)
-        points = rp.series(conn, filters)
-    text = page(lines, points)
-    rp.atomic_write(path, text)
-    tables = len(rp.group_by_host(lines))
+        lines = rl.collect(conn, filters)
+        points = rl.series(conn, filters)
+    atomic_write(path, page(lines, points))
+    tables = len(rl.group_by_host(lines))
     return tables, 2 * tables

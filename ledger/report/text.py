@@ -1,0 +1,69 @@
+"""The report as text: the columns and cells of each table line (the HTML page shows
+the same), the heading of each host key, and the whole report as markdown."""
+
+from __future__ import annotations
+
+from ledger.report.lines import Line, group_by_host
+
+LOADED_MARK = "†"
+LOADED_NOTE = f"{LOADED_MARK} measured on a loaded host (1-minute load above the usable cores)"
+INTRO = ("Compile times in seconds. Each table is one comparability key: compare only within a table. "
+         "Per cell and transform, the newest ok row of each cache state; rows whose cache_state is none "
+         "or unknown, and failed rows, are not shown.")
+COLUMNS = ("cell", "transform", "warm s", "cold s", "cold/warm", "pin s", "verdict", "source tag", "time")
+NUMERIC = ("warm s", "cold s", "cold/warm", "pin s")
+
+
+def show(value) -> str:
+    return "-" if value is None or value == "" else str(value)
+
+
+def host_title(host: tuple) -> str:
+    hardware, hostname, jax_version, mixed = host
+    mp = "-" if mixed is None else str(bool(mixed)).lower()
+    return f"{show(hardware)} · {show(hostname)} · jax {show(jax_version)} · mixed_precision {mp}"
+
+
+def cell_title(ln: Line) -> str:
+    """dataset_class / model_type / instrument: the cell a line belongs to."""
+    return " / ".join(show(v) for v in ln.cell[:3])
+
+
+def seconds(row: dict | None) -> str:
+    if row is None or row.get("compile_s") is None:
+        return "-"
+    return f"{row['compile_s']:.2f}" + (LOADED_MARK if row.get("loaded") else "")
+
+
+def when(timestamp: str | None) -> str:
+    """A stored ISO timestamp to the minute (the seconds are noise in a dashboard)."""
+    return "-" if not timestamp else timestamp.replace("T", " ")[:16]
+
+
+def cells(ln: Line) -> list[str]:
+    """The text of one line, in COLUMNS order."""
+    speedup = "-"
+    if ln.warm and ln.cold and ln.warm["compile_s"] > 0:
+        speedup = f"{ln.cold['compile_s'] / ln.warm['compile_s']:.1f}x"
+    src = ln.source
+    return [cell_title(ln), show(ln.cell[3]), seconds(ln.warm), seconds(ln.cold), speedup, seconds(ln.pin),
+            show(ln.verdict), show(src and src["tag"]), when(src and src["timestamp"])]
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def markdown(lines: list[Line]) -> str:
+    """The whole report as markdown: a heading and a table per host key."""
+    out = [INTRO, ""]
+    if not lines:
+        return "\n".join([*out, "No warm or cold compile rows."]) + "\n"
+    for host, group in group_by_host(lines):
+        out += [f"### {_md_escape(host_title(host))}", "", "| " + " | ".join(COLUMNS) + " |",
+                "|" + "|".join("---:" if c in NUMERIC else "---" for c in COLUMNS) + "|"]
+        out += ["| " + " | ".join(_md_escape(c) for c in cells(ln)) + " |" for ln in group]
+        if any(ln.loaded for ln in group):
+            out += ["", LOADED_NOTE]
+        out.append("")
+    return "\n".join(out)
