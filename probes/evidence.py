@@ -5,47 +5,26 @@ Why both kinds of evidence: the events are exact and per process, but only exist
 where JAX emits them; the file count works anywhere but lies twice over: a miss below
 ``jax_persistent_cache_min_compile_time_secs`` writes nothing (a count calls it warm
 on a populated cache) and another process writing into a shared dir looks cold.
+
+The names this reads from JAX (events, loggers, entry files) are in
+probes/jax_internals.py, with what happens when one of them has moved.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
-import re
 import threading
 
 from ledger.record import (COLD, NONE, SOURCE_EMPTY_CACHE_DIR, SOURCE_MEASURED_EVENTS,
-                           SOURCE_MEASURED_FILES, UNKNOWN, WARM)
-
-EV_REQUEST = "/jax/compilation_cache/compile_requests_use_cache"
-EV_HIT = "/jax/compilation_cache/cache_hits"
-EV_MISS_WRITTEN = "/jax/compilation_cache/cache_misses"  # fires only when the miss is written
-EV_BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
-
-CACHE_KEY_LOGGER = "jax._src.cache_key"
-COMPILER_LOGGER = "jax._src.compiler"
-
-# JAX's component names, as its cache_key logger spells them.
-KEY_COMPONENTS = ("computation", "jax_lib version", "backend version", "XLA flags",
-                  "compile_options", "accelerator_config", "compression", "custom_hook")
-
-_COMPONENT_RE = re.compile(r"get_cache_key hash of serialized (.+?): ([0-9a-f]+)$")
-_CUMULATIVE_RE = re.compile(r"get_cache_key hash after serializing (.+?): ([0-9a-f]+)$")
-_FLAG_RE = re.compile(r"Including XLA flag in cache key: (.*)$")
-_KEY_RE = re.compile(r"(?:hit|MISS) for '([^']*)' with key '([^']*)'")
+                           SOURCE_MEASURED_FILES, SOURCE_UNKNOWN, UNKNOWN, WARM)
+from probes import jax_internals as ji
 
 
 def count_cache_entries(cache_dir: str | None) -> int | None:
-    """Entries in JAX's file cache: one ``<key>-cache`` file per entry, flat in the dir
-    (the LRU cache may add ``-atime`` companions, which are not entries)."""
-    if not cache_dir:
-        return None
-    try:
-        with os.scandir(cache_dir) as it:
-            return sum(1 for e in it if e.name.endswith("-cache"))
-    except FileNotFoundError:
-        return 0
+    """Entries in JAX's file cache; None without a cache dir or when this JAX's entry
+    files are not recognised."""
+    return ji.count_entries(cache_dir) if cache_dir else None
 
 
 class _Events:
@@ -53,6 +32,7 @@ class _Events:
 
     _lock = threading.Lock()
     _installed = False
+    listening = False  # the event listener is registered: its counts are evidence
 
     def __init__(self):
         self.counts: dict[str, int] = {}
@@ -77,9 +57,7 @@ def install_listeners() -> None:
     with _Events._lock:
         if _Events._installed:
             return
-        from jax import monitoring
-        monitoring.register_event_listener(_EVENTS.on_event)
-        monitoring.register_event_duration_secs_listener(_EVENTS.on_duration)
+        _Events.listening = ji.register_listeners(_EVENTS.on_event, _EVENTS.on_duration)
         _Events._installed = True
 
 
@@ -107,7 +85,7 @@ class CompileWatch:
     def __enter__(self):
         self._handler = _Capture()
         self._saved = []
-        for name in (CACHE_KEY_LOGGER, COMPILER_LOGGER):
+        for name in ji.LOGGERS:
             lg = logging.getLogger(name)
             self._saved.append((lg, lg.level, lg.propagate))
             lg.setLevel(logging.DEBUG)
@@ -121,45 +99,34 @@ class CompileWatch:
             lg.removeHandler(self._handler)
             lg.setLevel(level)
             lg.propagate = propagate
-        self.counts = dict(_EVENTS.counts)
+        self.counts = dict(_EVENTS.counts) if _Events.listening else None
         self.durations = dict(_EVENTS.durations)
         self.messages = self._handler.messages
         return False
 
     # -- read after exit ---------------------------------------------------------
     def summary(self) -> dict:
-        components: dict[str, str] = {}
-        final = None
-        key = None
-        flags = []
-        for m in self.messages:
-            if (mt := _COMPONENT_RE.search(m)):
-                components[mt.group(1)] = mt.group(2)
-            elif (mt := _CUMULATIVE_RE.search(m)):
-                final = mt.group(2)
-            elif (mt := _FLAG_RE.search(m)):
-                if mt.group(1) not in flags:  # logged again when JAX re-hashes for DEBUG
-                    flags.append(mt.group(1))
-            elif (mt := _KEY_RE.search(m)):
-                key = mt.group(2)
-        # The key JAX uses is "<module name>-<cumulative hash>"; the compiler logs it on
-        # a hit or miss. Fall back to the bare hash if that message was not seen.
-        if key is None and final is not None:
-            key = final
+        key = ji.parse_key_lines(self.messages)
+        counts = self.counts
+        # Without the event listener there are no counts: NULL, not 0.
+        count = (lambda ev: counts.get(ev, 0)) if counts is not None else (lambda ev: None)
         return {
-            "cache_requests": self.counts.get(EV_REQUEST, 0),
-            "cache_hits": self.counts.get(EV_HIT, 0),
-            "cache_misses": self.counts.get(EV_MISS_WRITTEN, 0),
-            "backend_compile_s": self.durations.get(EV_BACKEND_COMPILE),
-            "cache_key": key,
-            "cache_key_components": json.dumps(components, sort_keys=True) if components else None,
-            "xla_flags_in_key": flags,
+            "cache_requests": count(ji.EV_REQUEST),
+            "cache_hits": count(ji.EV_HIT),
+            "cache_misses": count(ji.EV_MISS_WRITTEN),
+            "backend_compile_s": self.durations.get(ji.EV_BACKEND_COMPILE),
+            "cache_key": key["cache_key"],
+            "cache_key_components": (json.dumps(key["components"], sort_keys=True)
+                                     if key["components"] else None),
+            "xla_flags_in_key": key["xla_flags_in_key"],
         }
 
 
-def decide_cache_state(cache_dir: str | None, requests: int, hits: int, misses: int,
-                       files_before: int | None, files_after: int | None) -> tuple[str, str]:
-    """(cache_state, cache_state_source) for one compile, events first."""
+def decide_cache_state(cache_dir: str | None, requests: int | None, hits: int | None,
+                       misses: int | None, files_before: int | None,
+                       files_after: int | None) -> tuple[str, str]:
+    """(cache_state, cache_state_source) for one compile, events first; a count is None
+    when it could not be measured."""
     if not cache_dir:
         return NONE, SOURCE_EMPTY_CACHE_DIR
     if requests or hits or misses:
@@ -167,7 +134,7 @@ def decide_cache_state(cache_dir: str | None, requests: int, hits: int, misses: 
         # min compile time / entry size): cold either way.
         return (WARM if hits else COLD), SOURCE_MEASURED_EVENTS
     if files_before is None or files_after is None:
-        return UNKNOWN, SOURCE_MEASURED_FILES
+        return UNKNOWN, SOURCE_UNKNOWN  # no events and no files: nothing measured
     if files_after > files_before:
         return COLD, SOURCE_MEASURED_FILES
     if files_before > 0:

@@ -15,19 +15,6 @@ import sys
 
 import psutil
 
-# JAX settings that decide whether and how the persistent cache applies.
-CACHE_SETTINGS = (
-    "jax_compilation_cache_dir",
-    "jax_enable_compilation_cache",
-    "jax_persistent_cache_min_compile_time_secs",
-    "jax_persistent_cache_min_entry_size_bytes",
-    "jax_compilation_cache_max_size",
-    "jax_persistent_cache_enable_xla_caches",
-    "jax_compilation_cache_include_metadata_in_key",
-    "jax_explain_cache_misses",
-)
-
-
 def local_timestamp() -> str:
     """Local time, ISO format, seconds precision (as the legacy records have it)."""
     return _dt.datetime.now().replace(microsecond=0).isoformat()
@@ -103,18 +90,6 @@ def jax_environment() -> dict:
         "hardware": hardware_name(platform_name, kind),
         "device_count": jax.device_count(),
     }
-
-
-def cache_settings() -> dict:
-    import jax
-
-    out = {}
-    for name in CACHE_SETTINGS:
-        try:
-            out[name] = getattr(jax.config, name)
-        except AttributeError:
-            out[name] = None
-    return out
 
 
 def static_provenance() -> dict:

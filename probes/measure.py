@@ -15,16 +15,13 @@ from typing import Any, Callable
 
 from ledger.record import PROBE_RECORD_FIELDS, STATUS_FAILED, STATUS_OK, blank_record
 from probes import evidence, host
+from probes import jax_internals as ji
 from probes.objectives import Objective
 from probes.progress import COMPILING, DONE, FAILED, FIRST_CALL, STEADY, TRACING
 
-ENV_MIN_TIME = "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"
-ENV_MIN_SIZE = "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"
-ENV_CACHE_DIR = "JAX_COMPILATION_CACHE_DIR"
-
 # Captured at import, before configure_jax() writes to jax.config: an env-configured
 # cache dir is honoured (and recorded) when no --cache-dir is given.
-_ENV_CACHE_DIR_AT_IMPORT = os.environ.get(ENV_CACHE_DIR) or None
+_ENV_CACHE_DIR_AT_IMPORT = os.environ.get(ji.ENV_CACHE_DIR) or None
 
 ERROR_MAX_CHARS = 4000
 _FIELDS = frozenset(PROBE_RECORD_FIELDS)
@@ -44,24 +41,27 @@ def configure_jax(cache_dir: str | None) -> dict:
     makes a later configuration take effect in a process that already compiled.
     Returns what was decided, for provenance.
     """
-    import jax
-    from jax._src import compilation_cache as _cc
-
     effective = cache_dir or _ENV_CACHE_DIR_AT_IMPORT
     source = "argument" if cache_dir else ("environment" if effective else None)
-    jax.config.update("jax_compilation_cache_dir", effective)
-    if os.environ.get(ENV_MIN_TIME) is None:
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    if os.environ.get(ENV_MIN_SIZE) is None:
-        jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
-    _cc.reset_cache()
+    ji.set_option(ji.OPT_CACHE_DIR, effective)
+    time_from_env = os.environ.get(ji.ENV_MIN_COMPILE_TIME) is not None
+    size_from_env = os.environ.get(ji.ENV_MIN_ENTRY_SIZE) is not None
+    if not time_from_env:
+        ji.set_option(ji.OPT_MIN_COMPILE_TIME, 0.0)
+    if not size_from_env:
+        ji.set_option(ji.OPT_MIN_ENTRY_SIZE, -1)
+    ji.reset_cache()
     evidence.install_listeners()
     return {
         "cache_dir": effective,
         "cache_dir_source": source,
-        "min_compile_time_from_env": os.environ.get(ENV_MIN_TIME) is not None,
-        "min_entry_size_from_env": os.environ.get(ENV_MIN_SIZE) is not None,
+        "min_compile_time_from_env": time_from_env,
+        "min_entry_size_from_env": size_from_env,
     }
+
+
+def _number(kind, value):
+    return None if value is None else kind(value)
 
 
 def format_error(err: BaseException) -> str:
@@ -121,8 +121,6 @@ class Session:
 
     def static_fields(self, transform: str) -> dict:
         """The fields every record of this session has, whatever happens to it."""
-        import jax
-
         env, cell = self.env, self.cell
         return {
             "transform": transform, "dataset_class": cell.get("dataset_class"),
@@ -134,8 +132,8 @@ class Session:
             "cache_dir": self.cache_dir, "tag": self.tag, "run_id": self.run_id,
             "phase": self.phase, "objective": self.objective.spec,
             "steady_calls": self.steady_calls,
-            "cache_min_compile_time_s": float(jax.config.jax_persistent_cache_min_compile_time_secs),
-            "cache_min_entry_size_bytes": int(jax.config.jax_persistent_cache_min_entry_size_bytes),
+            "cache_min_compile_time_s": _number(float, ji.option(ji.OPT_MIN_COMPILE_TIME)),
+            "cache_min_entry_size_bytes": _number(int, ji.option(ji.OPT_MIN_ENTRY_SIZE)),
         }
 
     # -- one transform, stage by stage ------------------------------------------------
@@ -195,7 +193,7 @@ class Session:
     def _compile(self, a: _Attempt, lowered):
         a.files_before = evidence.count_cache_entries(self.cache_dir)
         a.rec["cache_files_before"] = a.files_before
-        a.rec["jax_cache_settings"] = host.dumps(host.cache_settings())
+        a.rec["jax_cache_settings"] = host.dumps(ji.cache_settings())
         a.rec["xla_flags"] = os.environ.get("XLA_FLAGS")
         self._enter(a, COMPILING)
         with evidence.CompileWatch() as a.watch:
@@ -204,7 +202,9 @@ class Session:
             a.timings["compile_s"] = time.perf_counter() - t0
         a.files_after = evidence.count_cache_entries(self.cache_dir)
         a.rec["host_load_avg_1m_after"] = host.load_avg()[0]
-        self._fill_evidence(a)
+        summary = self._fill_evidence(a)
+        if self.cache_dir:
+            ji.note_missing_evidence(summary)
         return compiled
 
     def _first_call(self, a: _Attempt, prep, compiled) -> None:
@@ -234,7 +234,7 @@ class Session:
         if a.watch is not None and a.rec["cache_state"] is None and hasattr(a.watch, "counts"):
             self._fill_evidence(a)  # the compile itself raised: its evidence still counts
 
-    def _fill_evidence(self, a: _Attempt) -> None:
+    def _fill_evidence(self, a: _Attempt) -> dict:
         s = a.watch.summary()
         rec = a.rec
         rec["cache_files_after"] = a.files_after
@@ -246,6 +246,7 @@ class Session:
             self.cache_dir, s["cache_requests"], s["cache_hits"], s["cache_misses"],
             a.files_before, a.files_after)
         a.prov["xla_flags_in_cache_key"] = s["xla_flags_in_key"]
+        return s
 
     def _provenance_extra(self) -> dict:
         import jax
@@ -257,6 +258,8 @@ class Session:
             "cache_config": self.config,
             "cell": self.cell,
         })
+        if ji.notes():  # what this JAX did not let the probe measure, one line each
+            extra["jax_internals"] = ji.notes()
         if self._build_error is not None:
             extra["builder_traceback_tail"] = self._build_tb[-2000:]
         return extra

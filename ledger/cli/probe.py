@@ -72,6 +72,10 @@ def probe_cmd(
     table = [[_seconds(r.get(c)) if c.endswith("_s") else r.get(c) for c in SUMMARY_COLUMNS] for r in rows]
     typer.echo(format_table(SUMMARY_COLUMNS, table), nl=False)
     typer.echo(f"run {outcome.run_id}: {len(rows)} rows written to {ledger.display}")
+    from probes.jax_internals import notes_of
+
+    for line in notes_of(rows):  # a JAX internal the probe could not use: once each
+        typer.echo(line, err=True)
     if outcome.failed:
         failed = ", ".join(f"{r['transform']} ({(r.get('error') or '').splitlines()[0][:120]})" for r in outcome.failures)
         raise LedgerError(f"{len(outcome.failures)} transform(s) failed: {failed}")

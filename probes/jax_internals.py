@@ -1,0 +1,238 @@
+"""Everything the probe reads from JAX beyond its public API, in one place, and what the
+probe does when one of those things has moved.
+
+The cache evidence (probes/evidence.py) rests on names JAX does not promise to keep:
+- the ``jax.monitoring`` event names for cache requests, hits, written misses and the
+  backend compile time;
+- the DEBUG lines of the ``jax._src.cache_key``, ``jax._src.compiler`` and
+  ``jax._src.lru_cache`` loggers: the hash of each cache-key component, and the key;
+- how ``jax._src.lru_cache`` names an entry on disk (``<key>-cache`` since jax 0.4.31,
+  a bare ``<key>`` in 0.4.30);
+- ``jax._src.compilation_cache.reset_cache``, so that a cache configured after this
+  process's first compile takes effect;
+- the names of the cache's config options and of their environment variables.
+
+Tested on the declared floor (jax 0.4.30) and on the newest jax by ci/jax_legs.sh.
+When one of them is missing or behaves differently, nothing raises: the probe records
+one line naming the JAX version (``notes()``: the CLI prints each once, and each
+record keeps them in its provenance) and measures what it still can. The rows say
+what could not be measured: ``cache_state_source`` is ``measured_files`` when JAX's
+events were missing and ``unknown`` when the files could not be counted either; the
+event counts, the key or its components are NULL when they were not seen.
+
+Importing this module does not import jax.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import threading
+
+# -- jax.monitoring event names ---------------------------------------------------------
+EV_REQUEST = "/jax/compilation_cache/compile_requests_use_cache"
+EV_HIT = "/jax/compilation_cache/cache_hits"
+EV_MISS_WRITTEN = "/jax/compilation_cache/cache_misses"  # fires only when the miss is written
+EV_BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
+
+# -- loggers and their lines --------------------------------------------------------------
+CACHE_KEY_LOGGER = "jax._src.cache_key"
+COMPILER_LOGGER = "jax._src.compiler"
+LRU_CACHE_LOGGER = "jax._src.lru_cache"  # jax 0.4.30 logs the key only here
+LOGGERS = (CACHE_KEY_LOGGER, COMPILER_LOGGER, LRU_CACHE_LOGGER)
+
+_COMPONENT_RE = re.compile(r"get_cache_key hash of serialized (.+?): ([0-9a-f]+)$")
+_CUMULATIVE_RE = re.compile(r"get_cache_key hash after serializing (.+?): ([0-9a-f]+)$")
+_FLAG_RE = re.compile(r"Including XLA flag in cache key: (.*)$")
+_KEY_RES = (re.compile(r"(?:hit|MISS) for '[^']*' with key '([^']*)'"),  # jax.compiler
+            re.compile(r"Cache (?:hit|miss) for key: '([^']*)'"))  # jax._src.lru_cache
+
+# -- config options and the environment variables that set them ------------------------
+OPT_CACHE_DIR = "jax_compilation_cache_dir"
+OPT_MIN_COMPILE_TIME = "jax_persistent_cache_min_compile_time_secs"
+OPT_MIN_ENTRY_SIZE = "jax_persistent_cache_min_entry_size_bytes"
+ENV_CACHE_DIR = "JAX_COMPILATION_CACHE_DIR"
+ENV_MIN_COMPILE_TIME = "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"
+ENV_MIN_ENTRY_SIZE = "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"
+# The settings that decide whether and how the persistent cache applies; recorded as
+# they are (None for one this JAX does not have).
+CACHE_SETTINGS = (
+    OPT_CACHE_DIR,
+    "jax_enable_compilation_cache",
+    OPT_MIN_COMPILE_TIME,
+    OPT_MIN_ENTRY_SIZE,
+    "jax_compilation_cache_max_size",
+    "jax_persistent_cache_enable_xla_caches",
+    "jax_compilation_cache_include_metadata_in_key",
+    "jax_explain_cache_misses",
+)
+
+FILES_ONLY = "cache_state from cache files only"
+
+# -- the one line per moved internal ----------------------------------------------------
+_notes: dict[str, None] = {}  # insertion-ordered set: each line once per process
+_lock = threading.Lock()
+
+
+def jax_version() -> str:
+    try:
+        import jax
+        return str(jax.__version__)
+    except Exception:  # a jax that does not import is reported by whoever imports it
+        return "?"
+
+
+def note(what: str, consequence: str) -> None:
+    """Record ``jax <version>: <what>; <consequence>``, once per process."""
+    with _lock:
+        _notes.setdefault(f"jax {jax_version()}: {what}; {consequence}", None)
+
+
+def notes() -> list[str]:
+    """The lines noted so far in this process, in order."""
+    with _lock:
+        return list(_notes)
+
+
+def notes_of(records) -> list[str]:
+    """The distinct lines the probe noted in ``records`` (kept in their provenance), for
+    whoever shows them to the user (the CLI: once each, on stderr)."""
+    seen: dict[str, None] = {}
+    for rec in records:
+        try:
+            prov = json.loads(rec.get("provenance") or "{}")
+        except (TypeError, ValueError):
+            continue
+        for line in prov.get("jax_internals") or ():
+            seen.setdefault(str(line), None)
+    return list(seen)
+
+
+def _internal(module: str, attr: str | None, consequence: str):
+    """``module.attr`` (or the module), else None with its line noted."""
+    try:
+        obj = importlib.import_module(module)
+        return getattr(obj, attr) if attr else obj
+    except (ImportError, AttributeError):
+        note(f"{module}.{attr} is gone" if attr else f"{module} is gone", consequence)
+        return None
+
+
+# -- the persistent cache's configuration ----------------------------------------------
+def reset_cache() -> None:
+    """Drop JAX's initialised cache so that the configuration now set applies."""
+    consequence = "a cache dir set after this process's first compile may not apply"
+    reset = _internal("jax._src.compilation_cache", "reset_cache", consequence)
+    if reset is None:
+        return
+    try:
+        reset()
+    except Exception as err:  # changed, not gone: same consequence
+        note(f"jax._src.compilation_cache.reset_cache() raised {type(err).__name__}: {err}",
+             consequence)
+
+
+def set_option(name: str, value) -> bool:
+    """``jax.config.update(name, value)``; False, with its line noted, if JAX refuses."""
+    import jax
+
+    try:
+        jax.config.update(name, value)
+        return True
+    except Exception as err:
+        note(f"config option {name} cannot be set ({type(err).__name__}: {err})",
+             "small compiles may not be written, so file counts may read warm"
+             if name != OPT_CACHE_DIR else "no persistent cache")
+        return False
+
+
+def option(name: str):
+    """A config option's value, or None if this JAX has no such option."""
+    import jax
+
+    try:
+        return getattr(jax.config, name)
+    except AttributeError:
+        return None
+
+
+def cache_settings() -> dict:
+    return {name: option(name) for name in CACHE_SETTINGS}
+
+
+# -- events ------------------------------------------------------------------------------
+def register_listeners(on_event, on_duration) -> bool:
+    """Register with jax.monitoring; False (noted) if its listener API is gone."""
+    register = _internal("jax.monitoring", "register_event_listener", FILES_ONLY)
+    register_duration = _internal("jax.monitoring", "register_event_duration_secs_listener",
+                                  "backend_compile_s not measured")
+    if register_duration is not None:
+        register_duration(on_duration)
+    if register is None:
+        return False
+    register(on_event)
+    return True
+
+
+def note_missing_evidence(summary: dict) -> None:
+    """After a compile that succeeded with a cache dir: name what JAX did not report.
+    Every such compile requests the cache and computes a key, so silence means a moved
+    event or logger (or a backend without the persistent cache)."""
+    if summary["cache_requests"] == 0:
+        note(f"no {EV_REQUEST!r} event from a compile with a cache dir", FILES_ONLY)
+    if summary["cache_key_components"] is None:
+        note(f"no 'get_cache_key hash of serialized' lines from logger {CACHE_KEY_LOGGER}",
+             "cache_key_components not measured")
+
+
+# -- the cache key, from the loggers' lines ------------------------------------------
+def parse_key_lines(messages: list[str]) -> dict:
+    """The key JAX used, each component's hash and the XLA flags in the key."""
+    components: dict[str, str] = {}
+    final = key = None
+    flags: list[str] = []
+    for m in messages:
+        if (mt := _COMPONENT_RE.search(m)):
+            components[mt.group(1)] = mt.group(2)
+        elif (mt := _CUMULATIVE_RE.search(m)):
+            final = mt.group(2)
+        elif (mt := _FLAG_RE.search(m)):
+            if mt.group(1) not in flags:  # logged again when JAX re-hashes for DEBUG
+                flags.append(mt.group(1))
+        elif key is None:
+            key = next((mt.group(1) for r in _KEY_RES if (mt := r.search(m))), None)
+    # The key is "<module name>-<cumulative hash>", logged on a hit or a miss; the bare
+    # hash stands in if no such line was seen.
+    return {"cache_key": key if key is not None else final,
+            "components": components, "xla_flags_in_key": flags}
+
+
+# -- entries on disk ---------------------------------------------------------------------
+_UNSET = object()
+_suffix = _UNSET
+
+
+def entry_suffix() -> str | None:
+    """The file-name suffix of one cache entry ('' for the bare key of jax 0.4.30), or
+    None (noted) if this JAX's file cache is not where it was."""
+    global _suffix
+    if _suffix is _UNSET:
+        lru = _internal("jax._src.lru_cache", None, "cache files not counted")
+        _suffix = None if lru is None else getattr(lru, "_CACHE_SUFFIX", "")
+    return _suffix
+
+
+def count_entries(cache_dir: str) -> int | None:
+    """Entries in JAX's file cache, flat in the dir; None if this JAX's naming is unknown.
+    Not entries: the LRU cache's ``-atime`` companions and its ``.lockfile``."""
+    suffix = entry_suffix()
+    if suffix is None:
+        return None
+    try:
+        with os.scandir(cache_dir) as it:
+            return sum(1 for e in it if e.name.endswith(suffix) and not e.name.startswith(".")
+                       and not e.name.endswith("-atime") and e.is_file())
+    except FileNotFoundError:
+        return 0
