@@ -90,7 +90,6 @@ def _once(*args) -> Callable:
 def build_transform(name: str, fn: Callable, x0: Any, n_batch: int, batch_size: int) -> Prepared:
     import jax
     import numpy as np
-    from jax import lax
 
     if name not in TRANSFORMS:
         raise ProbeError(f"unknown transform {name!r}: choose from {_choices()}")
@@ -115,6 +114,21 @@ def build_transform(name: str, fn: Callable, x0: Any, n_batch: int, batch_size: 
     batched = {
         "vmap": jax.vmap(fn),
         "vmap_vag": jax.vmap(vag),
-        "laxmap_vag": lambda b: lax.map(vag, b, batch_size=batch_size),
+        "laxmap_vag": lambda b: _lax_map_chunked(vag, b, batch_size),
     }
     return Prepared(batched[name], (xs,), _once(xs))
+
+
+def _lax_map_chunked(f: Callable, xs, batch_size: int):
+    """``lax.map(f, xs, batch_size=batch_size)``. jax 0.4.30, the declared floor, has no
+    batch_size: there the same program (a scan over vmapped chunks) is spelled out."""
+    import inspect
+
+    import jax
+    from jax import lax
+
+    if "batch_size" in inspect.signature(lax.map).parameters:
+        return lax.map(f, xs, batch_size=batch_size)
+    n = xs.shape[0]  # a multiple of batch_size (validate_batching)
+    out = lax.map(jax.vmap(f), xs.reshape(n // batch_size, batch_size, *xs.shape[1:]))
+    return jax.tree_util.tree_map(lambda y: y.reshape(n, *y.shape[2:]), out)
