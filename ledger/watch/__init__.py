@@ -1,1 +1,2 @@
-"""Watching the cache: sticky warm-compile pins, the check and its diagnosis, the report."""
+"""Watching the cache: sticky warm-compile pins, the check and its diagnosis (the
+judging; ledger/report shows what it stored)."""

@@ -1,7 +1,7 @@
 """The comparability key and the loaded-host rule, as the watch features use them.
 
 The key's fields are defined once in ledger/record.py; this module turns them into
-what pins, check and report need: a canonical text for one key (pins.pin_key) and
+what pins, check and the report (ledger/report) need: a canonical text for one key and
 SQL for the columns and for the loaded-host test, so the whole ledger is grouped
 by the database, not in Python.
 """
