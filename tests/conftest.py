@@ -8,6 +8,7 @@ import os
 import sqlite3
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +18,8 @@ from typer.testing import CliRunner
 from ledger.cli import app
 from ledger.storage.open import open_ledger
 from ledger.record import LEGACY_FIELDS
+
+from .case_kinds import KINDS, PG_ENV, REQUIRE_ALL, require, required_by
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CORPUS = FIXTURES / "legacy-results"
@@ -41,32 +44,116 @@ def db(tmp_path) -> Path:
     return tmp_path / "ledger.db"
 
 
-# -- PostgreSQL ----------------------------------------------------------------------
-# ci/postgres.sh start prints LEDGER_TEST_PG_URL (no password: it is in PGPASSFILE).
-# Without it the PostgreSQL cases skip, saying why; .ci/run sets LEDGER_REQUIRE_PG=1 so
-# that there they fail instead.
-PG_ENV = "LEDGER_TEST_PG_URL"
+# -- kinds of case: each runs, or skips saying why, or (LEDGER_REQUIRE_ALL) fails --------
+# tests/case_kinds.py says what each kind needs and how to tell it is here.
+
+
+def pytest_configure(config):
+    for kind, (needs, _) in KINDS.items():
+        config.addinivalue_line("markers", f"{kind}: needs {needs}; skips without it, fails under {REQUIRE_ALL}")
 
 
 def pytest_report_header(config):
     url = os.environ.get(PG_ENV)
-    return f"postgresql: {url}" if url else f"postgresql: {PG_ENV} is not set, its cases skip (ci/postgres.sh start)"
+    lines = [f"postgresql: {url}" if url else f"postgresql: {PG_ENV} is not set, its cases skip (ci/postgres.sh start)"]
+    switches = required_by()
+    if switches:
+        lines.append(f"required to run, not skip: {', '.join(switches)}")
+    return lines
+
+
+def _kinds(item) -> tuple[str, ...]:
+    """The kinds of a case: its markers, and postgresql for a case on a PostgreSQL
+    database (the pg_db fixture, or a "postgresql" parameter of any_db and the like)."""
+    kinds = {m.name for m in item.iter_markers() if m.name in KINDS}
+    params = getattr(item, "callspec", None)
+    if "pg_db" in item.fixturenames or (params and any(v == "postgresql" for v in params.params.values()
+                                                       if isinstance(v, str))):
+        kinds.add("postgresql")
+    return tuple(k for k in KINDS if k in kinds)
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        kinds = _kinds(item)
+        item.user_properties.append(("kinds", kinds))  # reports carry them to the summary
+        for kind in kinds:
+            item.add_marker(kind)  # so that -m postgresql selects the any_db cases too
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    # before the fixtures: a case that cannot run does not build its database first
+    for kind in dict(item.user_properties).get("kinds", ()):
+        require(kind)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under LEDGER_REQUIRE_ALL no case skips, whatever skipped it (a skipif, a skip
+    in a test or a library's importorskip): the skip is reported as a failure."""
+    report = (yield).get_result()
+    if report.skipped and isinstance(report.longrepr, tuple) and report.longrepr[0].endswith("case_kinds.py"):
+        # a kind missing here: the case's own line, as for a skipif, not require()'s
+        path, line, _ = item.reportinfo()
+        report.longrepr = (str(path), line + 1, report.longrepr[2])
+    if report.skipped and not hasattr(report, "wasxfail") and os.environ.get(REQUIRE_ALL):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        report.outcome = "failed"
+        report.longrepr = f"skipped, but {REQUIRE_ALL} is set and every case must run: {reason}"
+        report.user_properties.append(("not run", reason))
+
+
+def _label(report) -> str:
+    return "+".join(dict(report.user_properties).get("kinds", ())) or "local"
+
+
+def case_counts(stats: dict) -> tuple[Counter, Counter, Counter, int]:
+    """(ran, skipped, did not run: an error before the test) by kind label, and the
+    number of collection errors, from the terminal reporter's stats."""
+    ran, skipped, not_run, collect_errors = Counter(), Counter(), Counter(), 0
+    for reports in stats.values():
+        for r in reports:
+            if isinstance(r, pytest.CollectReport):
+                collect_errors += r.failed  # pytest itself shows what the error is
+            elif not isinstance(r, pytest.TestReport) or r.passed and r.when != "call":
+                continue
+            elif r.skipped and not hasattr(r, "wasxfail"):
+                skipped[_label(r)] += 1
+            elif r.when == "call" and "not run" not in dict(r.user_properties):
+                ran[_label(r)] += 1
+            elif r.when != "teardown":
+                not_run[_label(r)] += 1
+    return ran, skipped, not_run, collect_errors
+
+
+def summary_line(stats: dict) -> str:
+    """E.g. "cases: 398 local, 90 postgresql, 2 slurm, 2 chromium, 7 namespace,
+    4 unprivileged, 2 fork ran; 0 skipped". Every kind is named, 0 or not; a case of
+    two kinds counts once, under both names joined by +."""
+    ran, skipped, not_run, collect_errors = case_counts(stats)
+    labels = ["local", *KINDS, *sorted(set(ran) - {"local", *KINDS})]
+
+    def some(counts: Counter) -> str:
+        return " (" + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())) + ")" if counts else ""
+
+    line = "cases: " + ", ".join(f"{ran[k]} {k}" for k in labels) + f" ran; {sum(skipped.values())} skipped"
+    line += some(skipped)
+    if not_run:
+        line += f"; {sum(not_run.values())} did not run{some(not_run)}"
+    if collect_errors:
+        line += f"; {collect_errors} collection error{'s' * (collect_errors != 1)}"
+    return line
 
 
 def pytest_terminal_summary(terminalreporter):
-    """A line each, even under -q, saying whether the PostgreSQL and SLURM cases ran."""
-    kinds = {"PostgreSQL": (lambda r: "postgresql" in r.nodeid, os.environ.get(PG_ENV, "no server")),
-             "SLURM": (lambda r: "slurm" in r.keywords, "single-node" if os.environ.get("LEDGER_TEST_SLURM")
-                       else "no SLURM")}
-    for kind, (ours, where) in kinds.items():
-        outcomes = {}
-        for outcome in ("passed", "failed", "skipped", "error"):
-            n = sum(1 for r in terminalreporter.stats.get(outcome, ()) if hasattr(r, "nodeid") and ours(r))
-            if n:
-                outcomes[outcome] = n
-        if outcomes:
-            terminalreporter.write_line(f"{kind} cases: " + ", ".join(f"{n} {o}" for o, n in outcomes.items())
-                                        + f" ({where})")
+    """The line, even under -q: how many cases of each kind ran, and how many did not."""
+    terminalreporter.write_line(summary_line(terminalreporter.stats))
+
+
+# -- PostgreSQL ----------------------------------------------------------------------
+# ci/postgres.sh start prints LEDGER_TEST_PG_URL (no password: it is in PGPASSFILE).
 
 
 @dataclass(frozen=True)
@@ -85,11 +172,8 @@ class PgDb:
 
 @pytest.fixture
 def pg_db():
-    base = os.environ.get(PG_ENV)
-    if not base:
-        if os.environ.get("LEDGER_REQUIRE_PG"):
-            pytest.fail(f"LEDGER_REQUIRE_PG is set but {PG_ENV} is not: run ci/postgres.sh start")
-        pytest.skip(f"no PostgreSQL server: set {PG_ENV} (ci/postgres.sh start prints it)")
+    require("postgresql")  # also for a fixture that asks for pg_db by name, unmarked
+    base = os.environ[PG_ENV]
     import psycopg
 
     admin = PgDb(base).conninfo

@@ -3,24 +3,26 @@ database or directory, a full disk, a probe killed between transforms. On
 PostgreSQL: `ledger db upgrade` killed inside its migration transaction.
 
 Read-only and full are made for real, not simulated inside SQLite: in a private
-user and mount namespace (`unshare --user --map-root-user --mount`), a read-only
-bind mount and a small tmpfs. They vanish with the namespace's last process, so a
-failed test leaves no mount behind, and they need no privileges where user
-namespaces are enabled. Root ignores permission bits, so where namespaces are not
-available a non-root run falls back to chmod and a root run skips, saying why.
+mount namespace (tests/case_kinds.py: a user namespace's, or root's own), a
+read-only bind mount and a small tmpfs. They vanish with the namespace's last
+process, so a failed test leaves no mount behind. Read-only is also made with
+permission bits, for a user they bind: the test's own, or, as root, nobody.
+Where either cannot be made the case skips, saying why, or under
+LEDGER_REQUIRE_ALL fails.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import pwd
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
-from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -28,6 +30,7 @@ import pytest
 from ledger.record import LEGACY_FIELDS
 from ledger.storage.revisions import HEAD
 
+from .case_kinds import mount_namespace, unprivileged
 from .conftest import (CORPUS, CORPUS_COMPILE, CORPUS_SIBLINGS, CORPUS_STATES, compile_records_of_corpus, query,
                        run_cli, write_json)
 
@@ -245,28 +248,11 @@ def test_probe_killed_between_transforms_keeps_the_finished_ones(tmp_path, db):
 
 # -- read-only and full, for real -----------------------------------------------------------
 
-NAMESPACE = ["unshare", "--user", "--map-root-user", "--mount"]
-
-
-@lru_cache(maxsize=None)
-def _namespaces() -> str | None:
-    """None where a private mount namespace with a tmpfs works here, else why not."""
-    if shutil.which("unshare") is None:
-        return "no unshare(1)"
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            r = subprocess.run([*NAMESPACE, "sh", "-ec", 'mount -t tmpfs -o size=64k tmpfs "$1"', "sh", tmp],
-                               capture_output=True, text=True, timeout=30)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return f"unshare failed: {exc}"
-    return None if r.returncode == 0 else f"no private mount namespace here: {r.stderr.strip()}"
-
-
 def _in_namespace(tmp_path: Path, setup: str, *ledger_args, after: str = "") -> tuple[int, str, str]:
     """Run `setup` (shell; mounts), then `ledger ledger_args...`, then `after`, in a
-    private user and mount namespace; returns the ledger's (exit code, stdout, stderr)."""
+    private mount namespace; returns the ledger's (exit code, stdout, stderr)."""
+    namespace, why = mount_namespace()
+    assert namespace is not None, why  # the case is marked namespace: conftest checked
     (tmp_path / "ns").mkdir(exist_ok=True)
     out, err, rc = tmp_path / "ns" / "out", tmp_path / "ns" / "err", tmp_path / "ns" / "rc"
     script = f'''
@@ -276,7 +262,7 @@ def _in_namespace(tmp_path: Path, setup: str, *ledger_args, after: str = "") -> 
         {after}
     '''
     env = dict(_env(), LEDGER=str(LEDGER), OUT=str(out), ERR=str(err), RC=str(rc))
-    r = subprocess.run([*NAMESPACE, "sh", "-ec", script, "sh", *map(str, ledger_args)],
+    r = subprocess.run([*namespace, "sh", "-ec", script, "sh", *map(str, ledger_args)],
                        env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and rc.exists(), f"the namespace script failed: {r.stderr}"
     return int(rc.read_text()), out.read_text(), err.read_text()
@@ -286,6 +272,40 @@ def _read_only_mount(target: Path) -> str:
     # one command a line: under sh -e a failed mount stops the script
     return f'''mount --bind "{target}" "{target}"
         mount -o remount,ro,bind "{target}"'''
+
+
+@pytest.fixture
+def own_dir(tmp_path):
+    """A directory of the user that permission bits bind (case_kinds.unprivileged):
+    not root, tmp_path; root, a fresh one in /tmp that the test gives to nobody, as
+    pytest's tmp_path is root's alone."""
+    if os.geteuid() != 0:
+        yield tmp_path / "own"
+        return
+    own = Path(tempfile.mkdtemp(prefix="ledger-unprivileged-"))
+    try:
+        yield own / "own"
+    finally:
+        shutil.rmtree(own)
+
+
+def _as_unprivileged(own: Path, read_only: Path, mode: int, *ledger_args) -> tuple[int, str, str]:
+    """`ledger ledger_args...` as that user, everything under `own` theirs, with
+    `read_only` made `mode` for the run; returns (exit code, stdout, stderr)."""
+    prefix, why = unprivileged()
+    assert prefix is not None, why  # the case is marked unprivileged: conftest checked
+    if os.geteuid() == 0:
+        nobody = pwd.getpwnam("nobody")
+        for path in [own.parent, own, *own.rglob("*")]:
+            os.chown(path, nobody.pw_uid, nobody.pw_gid)
+    before = read_only.stat().st_mode
+    read_only.chmod(mode)
+    try:
+        r = subprocess.run([*prefix, LEDGER, *map(str, ledger_args)], env=dict(_env(), HOME=str(own)), cwd=own,
+                           capture_output=True, text=True, timeout=300)
+    finally:
+        read_only.chmod(before)
+    return r.returncode, r.stdout, r.stderr
 
 
 def _assert_one_line_error(code: int, stderr: str, *words: str) -> str:
@@ -305,48 +325,51 @@ def corpus_db(tmp_path) -> Path:
 
 
 READ_ONLY_WORDS = ("readonly", "read-only", "unable to open")
-WRITES = {"import": lambda: ["import", CORPUS], "pins update": lambda: ["pins", "update"]}
+WRITES = {"import": lambda corpus: ["import", corpus], "pins update": lambda corpus: ["pins", "update"]}
+# Read-only two ways: a read-only mount, which binds root too, and permission bits,
+# which bind everyone else (as root the ledger runs as nobody).
+HOW = [pytest.param("mount", marks=pytest.mark.namespace), pytest.param("permissions", marks=pytest.mark.unprivileged)]
 
 
+@pytest.mark.parametrize("how", HOW)
 @pytest.mark.parametrize("where", ["file", "directory"])
 @pytest.mark.parametrize("command", list(WRITES))
-def test_write_to_a_read_only_database_is_one_line(tmp_path, corpus_db, where, command):
-    db = corpus_db
-    before = _sha(db)
-    args = [*WRITES[command](), "--db", db]
-    target = db if where == "file" else db.parent
-    why = _namespaces()
-    if why is None:
+def test_write_to_a_read_only_database_is_one_line(tmp_path, own_dir, corpus_db, how, where, command):
+    if how == "mount":
+        db, args = corpus_db, [*WRITES[command](CORPUS), "--db", corpus_db]
+        target = db if where == "file" else db.parent
+        before = _sha(db)
         code, _, stderr = _in_namespace(tmp_path, _read_only_mount(target), *args)
-    elif os.geteuid() != 0:  # permission bits hold for everyone but root
-        mode = target.stat().st_mode
-        target.chmod(0o444 if where == "file" else 0o555)
-        try:
-            r = subprocess.run([LEDGER, *map(str, args)], env=_env(), capture_output=True, text=True)
-        finally:
-            target.chmod(mode)
-        code, stderr = r.returncode, r.stderr
     else:
-        pytest.skip(f"running as root, which ignores permission bits, and {why}")
+        # the ledger and the corpus copied where the user can read them
+        shutil.copytree(corpus_db.parent, own_dir / "data")
+        shutil.copytree(CORPUS, own_dir / "corpus")
+        db = own_dir / "data" / "ledger.db"
+        args = [*WRITES[command](own_dir / "corpus"), "--db", db]
+        target = db if where == "file" else db.parent
+        before = _sha(db)
+        code, _, stderr = _as_unprivileged(own_dir, target, 0o444 if where == "file" else 0o555, *args)
     _assert_one_line_error(code, stderr, *READ_ONLY_WORDS)
     assert _sha(db) == before and not Path(f"{db}-journal").exists()
 
 
-def test_new_database_in_a_read_only_directory_is_one_line(tmp_path):
-    ro = tmp_path / "ro"
-    ro.mkdir()
-    why = _namespaces()
-    if why is not None:
-        pytest.skip(f"needs a read-only mount: {why}")
-    code, _, stderr = _in_namespace(tmp_path, _read_only_mount(ro), "import", CORPUS, "--db", ro / "new.db")
+@pytest.mark.parametrize("how", HOW)
+def test_new_database_in_a_read_only_directory_is_one_line(tmp_path, own_dir, how):
+    if how == "mount":
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        code, _, stderr = _in_namespace(tmp_path, _read_only_mount(ro), "import", CORPUS, "--db", ro / "new.db")
+    else:
+        ro = own_dir / "ro"
+        shutil.copytree(CORPUS, own_dir / "corpus")
+        ro.mkdir()
+        code, _, stderr = _as_unprivileged(own_dir, ro, 0o555, "import", own_dir / "corpus", "--db", ro / "new.db")
     _assert_one_line_error(code, stderr, *READ_ONLY_WORDS)
     assert list(ro.iterdir()) == []
 
 
+@pytest.mark.namespace
 def test_full_disk_is_one_line_and_leaves_the_database_as_it_was(tmp_path, corpus_db):
-    why = _namespaces()
-    if why is not None:
-        pytest.skip(f"needs a small tmpfs: {why}")
     before = _sha(corpus_db)
     tree = _big_tree(tmp_path / "big", files=4, per_file=5_000)  # ~8 MB of JSON for a 1 MB disk
     disk = tmp_path / "disk"

@@ -6,17 +6,17 @@ from __future__ import annotations
 import base64
 import json
 import re
-import shutil
 import struct
 import subprocess
 
 import pytest
 
+from .case_kinds import chromium
 from .conftest import CORPUS, query, run_cli
 from .test_report import add_row, add_verdict
 
-CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if shutil.which("/usr/bin/chromium") else None)
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed: ci/chromium.sh installs it")
+CHROMIUM = chromium()
+needs_chromium = pytest.mark.chromium  # tests/case_kinds.py: skips without it, fails under LEDGER_REQUIRE_ALL
 # The background-networking flags keep Chromium from calling out at start (a closed
 # network refuses it many times over); a fresh profile per run keeps runs apart.
 FLAGS = ["--headless", "--disable-gpu", "--no-sandbox", "--hide-scrollbars", "--disable-quic", "--no-first-run",
