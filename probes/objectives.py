@@ -1,7 +1,7 @@
 """Objective resolution: the built-in registry and ``package.module:builder``.
 
 A builder's contract (the cell it receives, the ``(fn, x0)`` it returns) is in
-probes/models.py, which holds the built-ins. A user objective records as its
+probes/builders.py, which holds the built-ins. A user objective records as its
 ``model_type`` the builder's ``model_type`` attribute when it has one::
 
     def build(cell): ...
@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from probes import models
+from probes import builders
 from probes.errors import ProbeError
 
 Builder = Callable[[dict], tuple[Callable, Any]]
@@ -40,17 +40,17 @@ class Objective:
 
 
 BUILTINS: dict[str, Builder] = {
-    "toy": models.build_toy,
-    "mge": models.build_mge,
-    "pixelization": models.build_pixelization,
+    "toy": builders.build_toy,
+    "mge": builders.build_mge,
+    "pixelization": builders.build_pixelization,
 }
 
 _DESCRIPTIONS = {
     "toy": "8 parameters, a few elementwise ops: compiles in well under a second (smoke tests)",
-    "mge": (f"multi-Gaussian lens model, {models.MGE_GRID}x{models.MGE_GRID} image, "
-            f"2x{models.MGE_COMPONENTS} Gaussians, amplitudes by a linear solve; 13 parameters"),
-    "pixelization": (f"pixelized source ({models.PIX_SOURCE}x{models.PIX_SOURCE}) on a "
-                     f"{models.PIX_GRID}x{models.PIX_GRID} image, regularized linear inversion "
+    "mge": (f"multi-Gaussian lens model, {builders.MGE_GRID}x{builders.MGE_GRID} image, "
+            f"2x{builders.MGE_COMPONENTS} Gaussians, amplitudes by a linear solve; 13 parameters"),
+    "pixelization": (f"pixelized source ({builders.PIX_SOURCE}x{builders.PIX_SOURCE}) on a "
+                     f"{builders.PIX_GRID}x{builders.PIX_GRID} image, regularized linear inversion "
                      "(Cholesky, log evidence); 8 parameters"),
 }
 
