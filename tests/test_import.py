@@ -173,6 +173,25 @@ def test_export_csv_has_header_and_rows(db):
     assert "cache_state" in lines[0].split(",") and len(lines) == 90
 
 
+def test_export_file_has_the_usual_mode_and_keeps_an_existing_ones(db, tmp_path):
+    """Written through a temp file (0600 when made) and a rename: the export gets the
+    mode any new file gets here, and an existing file keeps its own."""
+    import os
+
+    assert run_cli("import", CORPUS, "--db", db).exit_code == 0
+    umask = os.umask(0o022)
+    try:
+        fresh, shared = tmp_path / "fresh.json", tmp_path / "shared.json"
+        shared.write_text("old")
+        shared.chmod(0o664)
+        for out in (fresh, shared):
+            assert run_cli("export", "-o", out, "--db", db).exit_code == 0
+    finally:
+        os.umask(umask)
+    assert (fresh.stat().st_mode & 0o777, shared.stat().st_mode & 0o777) == (0o644, 0o664)
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
 def test_export_unknown_format(db):
     assert run_cli("import", CORPUS, "--db", db).exit_code == 0
     result = run_cli("export", "--format", "xml", "--db", db)
