@@ -1,0 +1,198 @@
+"""A JAX internal that moved (probes/jax_internals.py): one line naming the JAX version,
+never a traceback, and rows that say what could not be measured.
+
+Each probe process is a real `python -m probes.child` (or a real `ledger probe`) whose
+objective module moves internals at import, as a JAX release that renamed them
+would: before the probe configures the cache, as `--objective mod:build` is imported
+first. ci/jax_legs.sh runs this file on jax 0.4.30 and on the newest jax.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from probes import ProbeSpec
+from probes import jax_internals as ji
+from probes.protocol import payload, run_child
+
+LEDGER = Path(sys.executable).with_name("ledger")
+JAX = f"jax {version('jax')}"
+MOVE_ENV = "LEDGER_TEST_MOVE"
+
+# The objective: a small sum of squares whose module moves what $LEDGER_TEST_MOVE names.
+MOVED = textwrap.dedent('''
+    import logging, os, sys
+    import numpy as np
+    import jax, jax.numpy as jnp
+
+    MOVES = set(os.environ.get("LEDGER_TEST_MOVE", "").split(","))
+    if "reset_cache" in MOVES:
+        import jax._src.compilation_cache as cc
+        del cc.reset_cache
+    if "listeners" in MOVES:
+        import jax.monitoring
+        del jax.monitoring.register_event_listener
+    if "events" in MOVES:  # a release that renamed its cache events
+        import jax._src.compilation_cache as cc, jax._src.compiler as compiler
+
+        class Renamed:
+            def __init__(self, real):
+                self.real = real
+            def __getattr__(self, name):
+                return getattr(self.real, name)
+            def record_event(self, event, **kw):
+                self.real.record_event(event.replace("/compilation_cache/", "/cc2/"), **kw)
+
+        cc.monitoring = compiler.monitoring = Renamed(compiler.monitoring)
+    if "logger" in MOVES:  # a release that renamed its cache_key logger
+        import jax._src.cache_key as ck
+        ck.logger = logging.getLogger("jax._src.cache_key_v2")
+    if "lru_cache" in MOVES:
+        sys.modules["jax._src.lru_cache"] = None
+
+    def build(cell):
+        return (lambda x: jnp.sum(x ** 2)), np.linspace(0.0, 1.0, 4)
+''')
+
+LINE_RESET = (f"{JAX}: jax._src.compilation_cache.reset_cache is gone; a cache dir set "
+              "after this process's first compile may not apply")
+LINE_LISTENER = (f"{JAX}: jax.monitoring.register_event_listener is gone; "
+                 "cache_state from cache files only")
+LINE_EVENTS = (f"{JAX}: no '/jax/compilation_cache/compile_requests_use_cache' event from a "
+               "compile with a cache dir; cache_state from cache files only")
+LINE_LOGGER = (f"{JAX}: no 'get_cache_key hash of serialized' lines from logger "
+               "jax._src.cache_key; cache_key_components not measured")
+LINE_LRU = f"{JAX}: jax._src.lru_cache is gone; cache files not counted"
+
+
+@pytest.fixture
+def moved(tmp_path, monkeypatch):
+    """Set which internals the objective module moves; the module is in the cwd."""
+    (tmp_path / "moved.py").write_text(MOVED)
+
+    def move(*names):
+        monkeypatch.setenv(MOVE_ENV, ",".join(names))
+    return move
+
+
+def probe_process(cache_dir, transforms=("jit",)):
+    recs = []
+    spec = ProbeSpec.make(objective="moved:build", transforms=list(transforms),
+                          steady_calls=1, cache_dir=str(cache_dir))
+    run_child(payload(spec, "r", None, spec.cache_dir, spec.transforms), recs.append)
+    assert [r["status"] for r in recs] == ["ok"] * len(transforms), [r["error"] for r in recs]
+    return recs
+
+
+def evidence(rec):
+    return (rec["cache_state"], rec["cache_state_source"], rec["cache_requests"],
+            rec["cache_hits"], rec["cache_misses"], rec["cache_files_before"],
+            rec["cache_files_after"])
+
+
+def lines(rec):
+    return json.loads(rec["provenance"]).get("jax_internals")
+
+
+def test_intact_internals_note_nothing(tmp_path, moved):
+    moved()
+    cold, = probe_process(tmp_path / "c")
+    warm, = probe_process(tmp_path / "c")
+    assert evidence(cold) == ("cold", "measured_events", 1, 0, 1, 0, 1)
+    assert evidence(warm) == ("warm", "measured_events", 1, 1, 0, 1, 1)
+    assert lines(cold) is None and lines(warm) is None
+
+
+def test_gone_reset_and_event_listener_fall_back_to_files(tmp_path, moved):
+    moved("reset_cache", "listeners")
+    cold, = probe_process(tmp_path / "c")
+    warm, = probe_process(tmp_path / "c")
+    # the counts were not measured (NULL, not 0); the files still were
+    assert evidence(cold) == ("cold", "measured_files", None, None, None, 0, 1)
+    assert evidence(warm) == ("warm", "measured_files", None, None, None, 1, 1)
+    assert lines(cold) == lines(warm) == [LINE_RESET, LINE_LISTENER]
+    # what did not move is still measured
+    assert cold["cache_key"] == warm["cache_key"] and cold["cache_key_components"]
+    assert cold["backend_compile_s"] > 0
+
+
+def test_renamed_events_fall_back_to_files(tmp_path, moved):
+    moved("events")
+    cold, = probe_process(tmp_path / "c")
+    warm, = probe_process(tmp_path / "c")
+    assert evidence(cold) == ("cold", "measured_files", 0, 0, 0, 0, 1)
+    assert evidence(warm) == ("warm", "measured_files", 0, 0, 0, 1, 1)
+    assert lines(cold) == lines(warm) == [LINE_EVENTS]
+
+
+def test_renamed_logger_and_gone_file_cache_keep_the_events(tmp_path, moved):
+    moved("logger", "lru_cache")
+    cold, = probe_process(tmp_path / "c")
+    warm, = probe_process(tmp_path / "c")
+    assert evidence(cold) == ("cold", "measured_events", 1, 0, 1, None, None)
+    assert evidence(warm) == ("warm", "measured_events", 1, 1, 0, None, None)
+    assert cold["cache_key_components"] is None and warm["cache_key_components"] is None
+    assert lines(cold) == lines(warm) == [LINE_LRU, LINE_LOGGER]
+
+
+def test_no_events_and_no_files_is_unknown(tmp_path, moved):
+    moved("listeners", "lru_cache")
+    rec, = probe_process(tmp_path / "c")
+    assert evidence(rec) == ("unknown", "unknown", None, None, None, None, None)
+    assert lines(rec) == [LINE_LISTENER, LINE_LRU]
+
+
+def test_ledger_probe_prints_each_line_once_and_no_traceback(tmp_path, moved, db):
+    moved("reset_cache", "listeners")
+    r = subprocess.run([LEDGER, "probe", "-o", "moved:build", "-t", "jit,grad",
+                        "--cache-dir", tmp_path / "c", "--db", db],
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr
+    assert [ln for ln in r.stderr.splitlines() if ln.startswith("jax ")] == [
+        LINE_RESET, LINE_LISTENER]
+    rows = [ln.split()[:4] for ln in r.stdout.splitlines()[2:4]]
+    assert rows == [["jit", "ok", "cold", "measured_files"], ["grad", "ok", "cold", "measured_files"]]
+
+
+# -- in this process: the parts that need no compile ------------------------------------
+
+@pytest.fixture
+def fresh_notes(monkeypatch):
+    monkeypatch.setattr(ji, "_notes", {})
+
+
+def test_reset_cache_that_raises_is_one_line(monkeypatch, fresh_notes):
+    import jax._src.compilation_cache as cc
+
+    def changed(*args):
+        raise TypeError("reset_cache() missing 1 required positional argument: 'backend'")
+    monkeypatch.setattr(cc, "reset_cache", changed)
+    ji.reset_cache()
+    ji.reset_cache()  # noted once per process
+    assert ji.notes() == [
+        f"{JAX}: jax._src.compilation_cache.reset_cache() raised TypeError: reset_cache() "
+        "missing 1 required positional argument: 'backend'; a cache dir set after this "
+        "process's first compile may not apply"]
+
+
+def test_key_lines_of_both_jax_generations():
+    comp = [f"get_cache_key hash of serialized computation: {'a' * 64}",
+            f"get_cache_key hash after serializing computation: {'b' * 64}",
+            "Including XLA flag in cache key: --xla_foo=1",
+            "Including XLA flag in cache key: --xla_foo=1"]
+    new = ji.parse_key_lines(comp + [
+        f"PERSISTENT COMPILATION CACHE MISS for 'jit_f' with key 'jit_f-{'b' * 64}'"])
+    old = ji.parse_key_lines(comp + [  # jax 0.4.30: the key is only in the file cache's line
+        "Persistent compilation cache hit for 'jit_f'", f"Cache hit for key: 'jit_f-{'b' * 64}'"])
+    bare = ji.parse_key_lines(comp)
+    assert new == old == {"cache_key": f"jit_f-{'b' * 64}", "components": {"computation": "a" * 64},
+                          "xla_flags_in_key": ["--xla_foo=1"]}
+    assert bare["cache_key"] == "b" * 64
