@@ -5,8 +5,8 @@ default (compiles contend for the same cores; a second at once mostly slows both
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
 
 from ledger.sweep.slurm import ledger_command
 from ledger.sweep.store import Sweep
@@ -16,8 +16,10 @@ def run_task(sweep: Sweep, index: int, env: dict | None = None) -> int:
     """Run one task to its log; its exit code. `env`: the task's environment (a
     server's URL in LEDGER_DB travels there, never into a file)."""
     with open(sweep.log(index), "w") as log:
-        return subprocess.run([ledger_command(), "sweep", "task", str(sweep.dir), str(index)],
-                              stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+        code = subprocess.run([ledger_command(), "sweep", "task", str(sweep.dir), str(index)],
+                              check=False, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+    sweep.exit_file(index).write_text(f"{code}\n")  # as a SLURM task's script leaves it
+    return code
 
 
 def run_tasks(sweep: Sweep, indices: list[int], jobs: int = 1,

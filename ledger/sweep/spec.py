@@ -6,6 +6,7 @@
     cold_warm = false               # each task a cold/warm pair
     steady_calls = 3
     cache = "per-task"              # per-task | shared | none | an absolute path
+    setup = ["module load cuda"]    # SLURM only: shell lines the job runs before its task
 
     [grid]                          # every combination is one task
     dataset_class = ["imaging"]
@@ -16,11 +17,15 @@
 
 Every task is checked as a `ledger probe` of it would be (ProbeSpec.make) when the
 spec is loaded, so a bad objective or batch shape fails before anything is queued.
+
+The spec's name is its file's stem. It becomes the sweep id, a directory name and the
+SLURM job name, so it is held to a small charset here, where it enters.
 """
 
 from __future__ import annotations
 
 import itertools
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,8 +38,16 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 GRID_FIELDS = ("dataset_class", "instrument", "model_type", "n_batch", "batch_size", "mixed_precision")
-TOP_FIELDS = ("objectives", "transforms", "repeats", "cold_warm", "steady_calls", "cache", "grid")
+TOP_FIELDS = ("objectives", "transforms", "repeats", "cold_warm", "steady_calls", "cache", "setup", "grid")
 CACHE_POLICIES = ("per-task", "shared", "none")
+# A spec name: a file stem that is safe as a directory name, a SLURM job name and a
+# command-line argument (no leading '-' or '.').
+NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
+# Setup lines are the user's own shell, written into the job script as they are. One
+# must stay one line: no line break (nor what str.splitlines takes for one), no NUL, no
+# trailing backslash (it would join the next line); and a sane size.
+SETUP_MAX_LINES, SETUP_MAX_CHARS = 64, 4096
+_LINE_BREAK = re.compile("[\x00\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 
 
 @dataclass(frozen=True)
@@ -60,6 +73,7 @@ class SweepSpec:
     steady_calls: int | None
     cache: str
     grid: dict
+    setup: tuple[str, ...] = ()
 
     def tasks(self) -> list[Task]:
         names = list(self.grid)
@@ -76,7 +90,7 @@ class SweepSpec:
     def as_dict(self) -> dict:
         return {"name": self.name, "objectives": list(self.objectives), "transforms": list(self.transforms),
                 "repeats": self.repeats, "cold_warm": self.cold_warm, "steady_calls": self.steady_calls,
-                "cache": self.cache, "grid": self.grid}
+                "cache": self.cache, "setup": list(self.setup), "grid": self.grid}
 
 
 # The type of each grid field's values (and of the top-level settings): a TOML value
@@ -93,7 +107,7 @@ def _values(name: str, value, kind: type) -> list:
     for v in values:
         # bool is an int to Python, never to a spec
         if not isinstance(v, kind) or (kind is int and isinstance(v, bool)):
-            raise LedgerError(f"{name} = {v!r}: expected {kind.__name__} values")
+            raise LedgerError(f"{name} = {shown(v)}: expected {kind.__name__} values")
     return values
 
 
@@ -102,7 +116,7 @@ def _one(data: dict, name: str, kind: type, default):
     if name not in data:
         return default
     if isinstance(data[name], list):
-        raise LedgerError(f"{name} = {data[name]!r}: expected one value, not a list")
+        raise LedgerError(f"{name} = {shown(data[name])}: expected one value, not a list")
     (value,) = _values(name, data[name], kind)
     return value
 
@@ -110,16 +124,45 @@ def _one(data: dict, name: str, kind: type, default):
 def _cache_policy(value) -> str:
     if value in CACHE_POLICIES or (isinstance(value, str) and Path(value).is_absolute()):
         return value
-    raise LedgerError(f"cache = {value!r}: use one of {', '.join(CACHE_POLICIES)} or an absolute path")
+    raise LedgerError(f"cache = {shown(value)}: use one of {', '.join(CACHE_POLICIES)} or an absolute path")
+
+
+def shown(value, limit: int = 60) -> str:
+    """A value as an error message may quote it: repr'd, and cut short (a 100k value
+    stays a readable line)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def check_name(name: str) -> str:
+    if not NAME.fullmatch(name):
+        raise LedgerError(f"sweep name {shown(name)} (the spec's file name): use letters, digits, '_', '.' "
+                          f"and '-', at most 100, starting with a letter, digit or '_'; rename the file")
+    return name
+
+
+def check_setup(lines: list[str]) -> tuple[str, ...]:
+    if len(lines) > SETUP_MAX_LINES:
+        raise LedgerError(f"setup has {len(lines)} lines: at most {SETUP_MAX_LINES} (put more in a script you source)")
+    for i, line in enumerate(lines):
+        where = f"setup line {i + 1} {shown(line)}"
+        if _LINE_BREAK.search(line):
+            raise LedgerError(f"{where}: holds a line break or NUL; give each shell line as its own string")
+        if len(line) > SETUP_MAX_CHARS:
+            raise LedgerError(f"{where}: {len(line)} characters, at most {SETUP_MAX_CHARS}")
+        if (len(line) - len(line.rstrip("\\"))) % 2:
+            raise LedgerError(f"{where}: ends in a backslash, which would join it to the next line")
+    return tuple(lines)
 
 
 def from_dict(data: dict, name: str) -> SweepSpec:
+    check_name(name)
     grid = data.get("grid", {})
     if not isinstance(grid, dict):
-        raise LedgerError(f"grid = {grid!r}: expected a [grid] table")
+        raise LedgerError(f"grid = {shown(grid)}: expected a [grid] table")
     unknown = sorted(set(data) - set(TOP_FIELDS)) or sorted(set(grid) - set(GRID_FIELDS))
     if unknown:
-        raise LedgerError(f"unknown sweep setting {unknown[0]!r}: use {', '.join(TOP_FIELDS)}; "
+        raise LedgerError(f"unknown sweep setting {shown(unknown[0])}: use {', '.join(TOP_FIELDS)}; "
                           f"[grid] takes {', '.join(GRID_FIELDS)}")
     from probes import ProbeError, parse_transforms
 
@@ -134,6 +177,7 @@ def from_dict(data: dict, name: str) -> SweepSpec:
                      transforms=transforms, repeats=repeats, cold_warm=_one(data, "cold_warm", bool, False),
                      steady_calls=_one(data, "steady_calls", int, None),
                      cache=_cache_policy(_one(data, "cache", str, "per-task")),
+                     setup=check_setup(_values("setup", data["setup"], str) if data.get("setup", []) != [] else []),
                      grid={k: _values(f"grid.{k}", v, GRID_TYPES[k]) for k, v in grid.items()})
     for task in spec.tasks():
         check_task(spec, task)

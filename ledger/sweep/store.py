@@ -2,9 +2,11 @@
 from any shell, on any node that sees the directory.
 
     <root>/<sweep_id>/
-        sweep.json      the spec, where rows go, and every submission (job id, tasks)
-        sweep.sbatch    the job array script (SLURM sweeps)
-        logs/           one log per task run (SLURM: <job>_<task>.out; local: local_<task>.out)
+        sweep.json      the spec, where rows go, the sbatch options, every submission (job id,
+                        tasks, options)
+        sweep.sbatch    the job array script of the latest submission (SLURM sweeps)
+        logs/           one log per task run (SLURM: <job>_<task>.out; local: local_<task>.out),
+                        and beside it the run's exit code (<log name>.exit)
         db/             per-task ledgers (task-<i>.db), when tasks do not share one ledger
         cache/          JAX cache dirs (per-task: task-<i>; shared: shared)
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import shlex
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -34,8 +37,9 @@ class Sweep:
     sweep_id: str
     spec: SweepSpec
     mode: str  # local | slurm
-    db: dict  # {"kind": PER_TASK | FROM_ENV | LEDGER_FILE, "path": str | None}
+    db: dict  # {"kind": PER_TASK | FROM_ENV | LEDGER_FILE, "path": str | None, "merge_into": str}
     submissions: list[dict] = field(default_factory=list)
+    slurm: dict = field(default_factory=dict)  # the sbatch options of the latest submission
 
     @cached_property
     def tasks(self) -> list[Task]:
@@ -60,9 +64,22 @@ class Sweep:
     def log(self, index: int, job_id: str | None = None) -> Path:
         return self.dir / "logs" / (f"{job_id}_{index}.out" if job_id else f"local_{index}.out")
 
+    def exit_file(self, index: int, job_id: str | None = None) -> Path:
+        """Where a task run's exit code is left (the job script's trap, or run here)."""
+        log = self.log(index, job_id)
+        return log.with_name(log.name.removesuffix(".out") + ".exit")
+
+    def merge_command(self) -> str | None:
+        """The next step of a sweep whose tasks write their own ledger files."""
+        if self.db["kind"] != PER_TASK:
+            return None
+        into = self.db.get("merge_into")
+        return (f"ledger merge {shlex.quote(str(self.dir / 'db'))}/task-*.db"
+                + (f" --db {shlex.quote(into)}" if into else ""))
+
     def save(self) -> None:
         data = {"sweep_id": self.sweep_id, "spec": self.spec.as_dict(), "mode": self.mode, "db": self.db,
-                "submissions": self.submissions}
+                "slurm": self.slurm, "submissions": self.submissions}
         from ledger.files import atomic_write
 
         atomic_write(self.dir / "sweep.json", json.dumps(data, indent=1) + "\n")  # never half a file
@@ -72,14 +89,24 @@ def new_id(spec: SweepSpec) -> str:
     return f"{spec.name}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(2)}"
 
 
-def create(root: Path, spec: SweepSpec, mode: str, db: dict) -> Sweep:
+def new(root: Path, spec: SweepSpec, mode: str, db: dict) -> Sweep:
+    """A sweep not yet on disk: what it would be, to check (and show) before making it."""
     sweep_id = new_id(spec)
-    directory = root / sweep_id
-    for sub in ("logs", "db", "cache"):
-        (directory / sub).mkdir(parents=True, exist_ok=True)
-    sweep = Sweep(directory.resolve(), sweep_id, spec, mode, db)
+    return Sweep((root / sweep_id).resolve(), sweep_id, spec, mode, db)
+
+
+def make(sweep: Sweep) -> Sweep:
+    try:
+        for sub in ("logs", "db", "cache"):
+            (sweep.dir / sub).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LedgerError(f"cannot make the sweep directory {sweep.dir}: {exc.strerror or exc}") from None
     sweep.save()
     return sweep
+
+
+def create(root: Path, spec: SweepSpec, mode: str, db: dict) -> Sweep:
+    return make(new(root, spec, mode, db))
 
 
 def open_sweep(value: str, root: Path | None = None) -> Sweep:
@@ -90,7 +117,7 @@ def open_sweep(value: str, root: Path | None = None) -> Sweep:
         raise LedgerError(f"no sweep {value!r}: give its directory, or its id under {root or DEFAULT_ROOT}/")
     data = json.loads((directory / "sweep.json").read_text())
     return Sweep(directory.resolve(), data["sweep_id"], _spec(data["spec"]), data["mode"], data["db"],
-                 data.get("submissions", []))
+                 data.get("submissions", []), data.get("slurm", {}))
 
 
 def _spec(saved: dict) -> SweepSpec:
@@ -98,4 +125,4 @@ def _spec(saved: dict) -> SweepSpec:
     # every objective
     return SweepSpec(name=saved["name"], objectives=tuple(saved["objectives"]), transforms=tuple(saved["transforms"]),
                      repeats=saved["repeats"], cold_warm=saved["cold_warm"], steady_calls=saved["steady_calls"],
-                     cache=saved["cache"], grid=saved["grid"])
+                     cache=saved["cache"], grid=saved["grid"], setup=tuple(saved.get("setup", ())))
