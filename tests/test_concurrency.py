@@ -1,21 +1,24 @@
 """Many writers at once, as on a cluster: every row arrives, no writer fails with
-"database is locked", and readers are never refused (SQLite in WAL mode with
+"database is locked", the writers really do overlap (one barrier, and each says
+whom it saw), and a read goes on while a write is open (SQLite in WAL mode with
 BEGIN IMMEDIATE and a busy timeout; PostgreSQL as it is)."""
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import queue
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from ledger.storage.sqlite_file import filesystem_type, network_filesystem
 
-from .conftest import query, run_cli, write_json
+from .conftest import PgDb, query, run_cli, write_json
 
 LEDGER = Path(sys.executable).with_name("ledger")
 RECORD = {"transform": "jit", "compile_s": 1.5, "trace_s": 0.1, "model_type": "mge", "dataset_class": "imaging",
@@ -68,21 +71,142 @@ def test_concurrent_one_row_commits_lose_nothing(any_db):
     assert query(any_db, "SELECT count(*), count(DISTINCT tag) FROM compile_records") == [(240, 240)]
 
 
-def test_a_reader_is_not_refused_while_an_import_writes(any_db, tmp_path):
+# -- the writers overlap, and a read goes on while a write is open -------------------------
+
+WRITERS = 16  # as bench/bench_concurrency.py runs them
+START, WAITING, INSIDE, DONE = 0, 1, 2, 3  # where each writer is, in an array they share
+HOLD_S = 0.1  # how long a writer inside holds on before it looks at the others
+
+
+def _row(tag: str) -> dict:
+    from ledger.record_validation import compile_row
+
+    return compile_row(dict(RECORD, tag=tag, cache_state="warm", cache_state_source="measured_events", status="ok"))
+
+
+def _others(w: int, states, where: int) -> list[int]:
+    return [o for o in range(len(states)) if o != w and states[o] == where]
+
+
+def _overlapping_writer(db: str, w: int, barriers, states, pids, entered, results) -> None:
+    """One of the writers: connected, it waits at the barrier for all of them, then
+    opens a write transaction through the ledger's engine and writes a row in it.
+    Before it commits it reports the others it saw: on SQLite the writers queued
+    behind it for the write lock (BEGIN IMMEDIATE), on PostgreSQL the writers whose
+    write transactions were open beside its own, as the server lists them."""
+    from sqlalchemy import insert
+
+    from ledger.storage.models import compile_records
+    from ledger.storage.open import open_ledger
+
+    start, inside, looked = barriers
+    row = _row(f"overlap-{w}")
+    with open_ledger(db, "write") as ledger, ledger.engine.connect() as conn:
+        postgresql = conn.dialect.name == "postgresql"
+        if postgresql:
+            pids[w] = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+            conn.commit()
+        start.wait()
+        states[w] = WAITING
+        with conn.begin():
+            states[w] = INSIDE
+            with entered.get_lock():
+                entered.value += 1
+                rank = entered.value
+            conn.execute(insert(compile_records).values(**row))
+            if postgresql:
+                inside.wait()  # every writer inside its transaction, its row written
+                open_pids = set(conn.exec_driver_sql(
+                    "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND backend_xid IS NOT NULL").scalars())
+                seen = [o for o in range(len(states)) if o != w and pids[o] in open_pids]
+                results.put((w, rank, seen, _others(w, states, INSIDE)))
+                looked.wait()  # none commits before all have looked
+            else:
+                # every other writer at its BEGIN or done, and still waiting a while later
+                deadline = time.monotonic() + 60
+                while _others(w, states, START) and time.monotonic() < deadline:
+                    time.sleep(0.001)
+                time.sleep(HOLD_S)
+                results.put((w, rank, _others(w, states, WAITING), _others(w, states, INSIDE)))
+            states[w] = DONE  # just before the commit: INSIDE is only while it holds the lock
+
+
+def test_sixteen_writers_overlap(any_db):
+    """16 writers (separate interpreters, as separate probes are) open their write
+    transactions together, behind one barrier. On SQLite one holds the write lock
+    at a time and the rest wait for it, none refused: the k-th in saw exactly the
+    16 - k that came in after it queued behind it, and nobody else inside. On
+    PostgreSQL all 16 transactions are open at once: each saw the other 15."""
     assert run_cli("db", "upgrade", "--db", any_db).exit_code == 0
-    (big,) = _files(tmp_path, writers=1, per_writer=20_000)
-    writer = subprocess.Popen([LEDGER, "import", big, "--db", str(any_db)], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True, env=_env())
-    seen = set()
-    while writer.poll() is None:
-        read = subprocess.run([LEDGER, "sql", "SELECT count(*) FROM compile_records", "--csv", "--db", str(any_db)],
-                              capture_output=True, text=True, env=_env())
-        assert read.returncode == 0, read.stderr
-        seen.add(int(read.stdout.split()[-1]))
-    assert writer.wait() == 0, writer.stderr.read()
-    writer.stderr.close()
-    assert seen <= {0, 20_000}  # all or nothing, never part of the import
-    assert query(any_db, "SELECT count(*) FROM compile_records") == [(20_000,)]
+    ctx = multiprocessing.get_context("spawn")
+    barriers = [ctx.Barrier(WRITERS, timeout=120) for _ in range(3)]
+    states, pids, entered, results = ctx.Array("i", WRITERS), ctx.Array("i", WRITERS), ctx.Value("i", 0), ctx.Queue()
+    procs = [ctx.Process(target=_overlapping_writer, args=(str(any_db), w, barriers, states, pids, entered, results))
+             for w in range(WRITERS)]
+    for p in procs:
+        p.start()
+    reports = []
+    try:
+        for _ in procs:
+            reports.append(results.get(timeout=300))
+    except queue.Empty:
+        pass
+    for p in procs:
+        p.join(timeout=300)
+    assert [p.exitcode for p in procs] == [0] * WRITERS, reports
+    everyone = set(range(WRITERS))
+    if isinstance(any_db, PgDb):
+        assert sorted(reports) == [(w, rank, sorted(everyone - {w}), sorted(everyone - {w}))
+                                   for w, rank, _, _ in sorted(reports)]
+    else:
+        rank_of = {w: rank for w, rank, _, _ in reports}
+        assert sorted(rank_of.values()) == list(range(1, WRITERS + 1))
+        for w, rank, seen, inside in reports:
+            assert (seen, inside) == (sorted(o for o in everyone if rank_of[o] > rank), []), reports
+    assert query(any_db, "SELECT count(*), count(DISTINCT tag) FROM compile_records") == [(WRITERS, WRITERS)]
+
+
+COUNT_OPEN_SQL = "SELECT count(*) AS n, sum(CASE WHEN tag LIKE 'open-%' THEN 1 ELSE 0 END) AS open FROM compile_records"
+
+
+def _hold_a_write_open(db: str, rows: int, opened, release, committed) -> None:
+    """Write `rows` rows in one transaction, and hold it open until released."""
+    from sqlalchemy import insert
+
+    from ledger.storage.models import compile_records
+    from ledger.storage.open import open_ledger
+
+    with open_ledger(db, "write") as ledger:
+        with ledger.engine.begin() as conn:
+            conn.execute(insert(compile_records), [_row(f"open-{i}") for i in range(rows)])
+            opened.set()
+            if not release.wait(timeout=300):
+                raise TimeoutError("never released")
+        committed.set()
+
+
+def test_a_read_while_a_write_is_open_sees_the_last_commit(any_db, tmp_path):
+    """A writer holds a transaction open with 500 rows written in it (on SQLite it
+    holds the write lock). `ledger sql` reads meanwhile: it is not refused and sees
+    the committed snapshot, none of the open rows; after the commit, all of them."""
+    assert run_cli("import", write_json(tmp_path / "r.json", [RECORD]), "--db", any_db).exit_code == 0
+    ctx = multiprocessing.get_context("spawn")
+    opened, release, committed = ctx.Event(), ctx.Event(), ctx.Event()
+    writer = ctx.Process(target=_hold_a_write_open, args=(str(any_db), 500, opened, release, committed))
+    writer.start()
+    try:
+        assert opened.wait(timeout=300), "the writer never opened its transaction"
+        during = subprocess.run([LEDGER, "sql", COUNT_OPEN_SQL, "--csv", "--db", str(any_db)], capture_output=True,
+                                text=True, env=_env(), timeout=300)
+        still_open = writer.is_alive() and not committed.is_set()
+    finally:
+        release.set()
+        writer.join(timeout=300)
+    assert (during.returncode, during.stdout, during.stderr) == (0, "n,open\n1,0\n", "")
+    assert still_open and writer.exitcode == 0 and committed.is_set()  # the read was inside the write
+    after = run_cli("sql", COUNT_OPEN_SQL, "--csv", "--db", any_db)
+    assert (after.exit_code, after.output) == (0, "n,open\n501,500\n")
 
 
 def test_a_writer_that_cannot_get_the_lock_in_time_says_so_and_writes_nothing(db, tmp_path):
