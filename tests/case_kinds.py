@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -41,7 +41,7 @@ def chromium() -> str | None:
 NAMESPACES = (["unshare", "--user", "--map-root-user", "--mount"], ["unshare", "--mount"])
 
 
-@lru_cache(maxsize=None)
+@cache
 def mount_namespace() -> tuple[list[str] | None, str | None]:
     """(the unshare command that gives a mount namespace where a tmpfs mounts, None)
     or (None, why there is none here)."""
@@ -62,7 +62,7 @@ def mount_namespace() -> tuple[list[str] | None, str | None]:
     return None, "no private mount namespace here (" + "; ".join(why) + ")"
 
 
-@lru_cache(maxsize=None)
+@cache
 def unprivileged() -> tuple[list[str] | None, str | None]:
     """(the command prefix that runs a program as a user that permission bits bind,
     None) or (None, why there is none). Not root: itself, no prefix. Root, whom

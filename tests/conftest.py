@@ -16,8 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ledger.cli import app
-from ledger.storage.open import open_ledger
 from ledger.record import LEGACY_FIELDS
+from ledger.storage.open import open_ledger
 
 from .case_kinds import KINDS, PG_ENV, REQUIRE_ALL, require, required_by
 

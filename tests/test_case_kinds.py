@@ -43,9 +43,9 @@ def _pytest(tree: Path, **env) -> subprocess.CompletedProcess:
     and only the switches in `env`."""
     switches = {REQUIRE_ALL, *REQUIRE_ONE.values(), "LEDGER_TEST_PG_URL"}
     base = {k: v for k, v in os.environ.items() if k not in switches}
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p", "tests.conftest",
-                           str(tree)], cwd=tree, env={**base, "PYTHONPATH": str(REPO), **env},
-                          capture_output=True, text=True, timeout=300)
+    command = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p", "tests.conftest", str(tree)]
+    return subprocess.run(command, cwd=tree, env={**base, "PYTHONPATH": str(REPO), **env}, capture_output=True,
+                          text=True, timeout=300)
 
 
 def _summary(run: subprocess.CompletedProcess) -> str:
