@@ -500,8 +500,10 @@ def test_submit_without_slurm_says_so_and_leaves_no_sweep(tmp_path, monkeypatch)
 
 
 def test_cancel_and_slurm_options_are_for_slurm_sweeps(tmp_path):
-    assert run_cli("sweep", "run", _spec(tmp_path, ONE_TASK), "--db", tmp_path / "l.db").exit_code == 0
-    sweep = _sweep_dir(tmp_path)
+    from ledger.sweep import spec, store
+
+    sweep = store.create(tmp_path / "sweeps", spec.load(_spec(tmp_path, ONE_TASK)), "local",
+                         {"kind": store.LEDGER_FILE, "path": str(tmp_path / "l.db")}).dir
     cancel = run_cli("sweep", "cancel", sweep)
     assert (cancel.exit_code, cancel.output) == (
         1, f"error: sweep {sweep.name} runs here, not on SLURM: stop its `ledger sweep run` (Ctrl-C)\n")
@@ -559,3 +561,71 @@ def test_status_refuses_a_task_file_at_a_revision_it_does_not_know(tmp_path):
     assert (status.exit_code, status.output) == (1, (
         f"error: {sweep.task_db(0)} is at revision 0099, which this ledger does not know (its newest is 0007): "
         "it was written by a newer ledger; upgrade the ledger\n"))
+
+
+# -- sweep.json read back ----------------------------------------------------------------
+
+def _made_sweep(tmp_path) -> Path:
+    """A SLURM sweep's directory as submit leaves it (without queueing anything)."""
+    from ledger.sweep import spec, store
+
+    sweep = store.create(tmp_path / "sweeps", spec.load(_spec(tmp_path, ONE_TASK)), "slurm",
+                         {"kind": store.PER_TASK, "path": None, "merge_into": str(tmp_path / "ledger.db")})
+    sweep.slurm = {"partition": "debug"}
+    sweep.submissions.append({"job_id": "99999", "tasks": [0], "options": sweep.slurm})
+    sweep.save()
+    return sweep.dir
+
+
+def _rewrite(sweep_dir: Path, change) -> None:
+    data = json.loads((sweep_dir / "sweep.json").read_text())
+    change(data)
+    (sweep_dir / "sweep.json").write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize("content, why", [
+    (b"", "JSONDecodeError: Expecting value"), (b'{"sweep_id": "x", "spec": {', "JSONDecodeError"),
+    (b"\xff\xfe{}", "UnicodeDecodeError"), (b"[1, 2]", "TypeError"), (b"{}", "KeyError: 'sweep_id'"),
+])
+def test_a_broken_sweep_file_is_one_line(tmp_path, content, why):
+    sweep = _made_sweep(tmp_path)
+    (sweep / "sweep.json").write_bytes(content)
+    for verb in ("status", "resume", "cancel"):
+        result = run_cli("sweep", verb, sweep)
+        assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
+        assert result.output.startswith(f"error: {sweep}/sweep.json: not a sweep file (") and why in result.output
+
+
+@pytest.mark.parametrize("change, why", [
+    (lambda d: d["spec"].update(name="evil\ntouch PWNED\n#"), "sweep name 'evil\\ntouch PWNED\\n#'"),
+    (lambda d: d["spec"].update(setup=["echo ok\ntouch PWNED"]), "holds a line break or NUL"),
+    (lambda d: d["spec"].update(repeats="many"), "repeats = 'many': expected int values"),
+    (lambda d: d.update(mode="cloud"), "ValueError: mode 'cloud'"),
+    (lambda d: d["db"].update(kind="ftp"), "ValueError: db kind 'ftp'"),
+    (lambda d: d["submissions"][0].update(job_id="1;touch PWNED"), "ValueError: submission"),
+    (lambda d: d["submissions"][0].update(tasks="0"), "ValueError: submission"),
+])
+def test_a_sweep_file_of_the_wrong_shape_is_one_line(tmp_path, change, why):
+    sweep = _made_sweep(tmp_path)
+    _rewrite(sweep, change)
+    result = run_cli("sweep", "status", sweep)
+    assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
+    assert result.output.startswith(f"error: {sweep}/sweep.json: not a sweep file (") and why in result.output
+
+
+@pytest.mark.parametrize("slurm, why", [
+    ({"partition": "debug\ntouch PWNED"}, "--partition 'debug\\ntouch PWNED': not a safe #SBATCH value"),
+    ({"sbatch_args": ["--x\n#"]}, "--sbatch-arg '--x\\n#': one sbatch option token"),
+    ({"sbatch_args": "--exclusive"}, "--sbatch-arg '--exclusive': expected a list of tokens"),
+    ({"sbatch_args": [7]}, "--sbatch-arg 7: one sbatch option token"),
+    ({"max_parallel": "2\n#"}, "--max-parallel '2\\n#': a whole number from 1 to 100000"),
+    ({"cpus_per_task": True}, "--cpus-per-task True: a whole number from 1 to 100000"),
+])
+def test_sbatch_options_read_back_from_the_sweep_file_are_checked_again(tmp_path, slurm, why):
+    """resume writes the script again from sweep.json: a hand-edited value there is
+    refused as it would be on the command line, before anything is submitted."""
+    sweep = _made_sweep(tmp_path)
+    _rewrite(sweep, lambda d: d.update(slurm=slurm))
+    result = run_cli("sweep", "resume", sweep)  # its one task is missing: resumed
+    assert result.exit_code == 1 and result.output.startswith(f"error: {why}"), result.output
+    assert result.output.count("\n") == 1 and not (sweep / "sweep.sbatch").exists()

@@ -32,13 +32,14 @@ _QUEUE_STATES = {"PENDING": QUEUED, "CONFIGURING": RUNNING, "RUNNING": RUNNING, 
                  "SUSPENDED": RUNNING, "REQUEUED": QUEUED, "RESIZING": RUNNING}
 
 # The sbatch options `submit` and `resume` take, in the order the script writes them.
-# cpus_per_task and max_parallel are whole numbers (typer checks them); the rest are text.
+# cpus_per_task and max_parallel are whole numbers (WHOLE_NUMBERS); the rest are text.
 RESOURCES = ("partition", "time", "cpus_per_task", "mem", "gpus", "account", "qos", "constraint")
 # One #SBATCH token: letters, digits and punctuation sbatch reads literally ('&|[]*()!'
 # for --constraint expressions). No blank, quote, backslash, '#' or line break.
 _VALUE = re.compile(r"[A-Za-z0-9_.,:=+/@&|*()\[\]!-]{1,256}")
 # A path in an #SBATCH line (--output): no '%' either, which sbatch expands.
 _PATH = re.compile(r"/[A-Za-z0-9_.,:=+/@-]{0,999}")
+WHOLE_NUMBERS = ("cpus_per_task", "max_parallel")
 _VALUE_CHARS = "letters, digits and _ . , : = + / @ & | * ( ) [ ] ! -"
 # What the script sets itself: a --sbatch-arg may not change these.
 _OURS = ("array", "output", "error", "wrap", "job-name", "parsable")
@@ -46,6 +47,8 @@ _OURS_SHORT = ("-a", "-o", "-e", "-J")
 
 
 def sbatch_value(option: str, value) -> str:
+    if option in WHOLE_NUMBERS and not (type(value) is int and 1 <= value <= 100_000):
+        raise LedgerError(f"--{option.replace('_', '-')} {shown(value)}: a whole number from 1 to 100000")
     text = str(value)
     if not _VALUE.fullmatch(text):
         raise LedgerError(f"--{option.replace('_', '-')} {shown(text)}: not a safe #SBATCH value "
@@ -55,7 +58,7 @@ def sbatch_value(option: str, value) -> str:
 
 def sbatch_arg(token: str) -> str:
     """A free-form --sbatch-arg: one option token, e.g. --exclusive or --nodelist=n01."""
-    if not (token.startswith("-") and _VALUE.fullmatch(token)):
+    if not (isinstance(token, str) and token.startswith("-") and _VALUE.fullmatch(token)):
         raise LedgerError(f"--sbatch-arg {shown(token)}: one sbatch option token, like --exclusive or "
                           f"--nodelist=node01 ({_VALUE_CHARS}; at most 256)")
     name = token[2:].split("=", 1)[0] if token.startswith("--") else None
@@ -63,6 +66,12 @@ def sbatch_arg(token: str) -> str:
     if (name is not None and any(o.startswith(name) for o in _OURS)) or token[:2] in _OURS_SHORT:
         raise LedgerError(f"--sbatch-arg {shown(token)}: the sweep sets --{', --'.join(_OURS)} itself")
     return token
+
+
+def _tokens(value) -> list:
+    if not isinstance(value, list):  # sweep.json read back: a list, or nothing
+        raise LedgerError(f"--sbatch-arg {shown(value)}: expected a list of tokens")
+    return value
 
 
 def _path(what: str, path: Path) -> str:
@@ -102,7 +111,7 @@ def array_spec(indices: list[int], max_parallel: int | None) -> str:
             continue  # the run goes on
         runs.append(f"{start}-{prev}" if prev != start else f"{start}")
         start = cur
-    return ",".join(runs) + (f"%{int(max_parallel)}" if max_parallel else "")
+    return ",".join(runs) + (f"%{max_parallel}" if max_parallel else "")
 
 
 def ledger_command() -> str:
@@ -117,10 +126,13 @@ def directives(sweep: Sweep, indices: list[int], options: dict) -> list[str]:
     so that where sbatch takes the last of an option, the sweep's stands."""
     resources = [f"#SBATCH --{k.replace('_', '-')}={sbatch_value(k, options[k])}"
                  for k in RESOURCES if options.get(k) is not None]
-    extra = [f"#SBATCH {sbatch_arg(t)}" for t in options.get("sbatch_args") or ()]
+    extra = [f"#SBATCH {sbatch_arg(t)}" for t in _tokens(options.get("sbatch_args") or [])]
     name = sbatch_value("job-name", f"ledger-{check_name(sweep.spec.name)}")
+    cap = options.get("max_parallel")
+    if cap is not None:
+        sbatch_value("max_parallel", cap)
     return [*resources, *extra, f"#SBATCH --job-name={name}",
-            f"#SBATCH --array={array_spec(indices, options.get('max_parallel'))}",
+            f"#SBATCH --array={array_spec(indices, cap)}",
             f"#SBATCH --output={_path('sweep directory', sweep.dir)}/logs/%A_%a.out"]
 
 

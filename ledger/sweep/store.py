@@ -22,7 +22,7 @@ from functools import cached_property
 from pathlib import Path
 
 from ledger.errors import LedgerError
-from ledger.sweep.spec import SweepSpec, Task
+from ledger.sweep.spec import SweepSpec, Task, from_dict
 
 DEFAULT_ROOT = "sweeps"
 # Where a sweep's tasks write: one ledger file each in db/ (merged afterwards with
@@ -115,14 +115,61 @@ def open_sweep(value: str, root: Path | None = None) -> Sweep:
     directory = next((c for c in candidates if (c / "sweep.json").is_file()), None)
     if directory is None:
         raise LedgerError(f"no sweep {value!r}: give its directory, or its id under {root or DEFAULT_ROOT}/")
-    data = json.loads((directory / "sweep.json").read_text())
-    return Sweep(directory.resolve(), data["sweep_id"], _spec(data["spec"]), data["mode"], data["db"],
-                 data.get("submissions", []), data.get("slurm", {}))
+    path = directory / "sweep.json"
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+        return Sweep(directory.resolve(), _text(data["sweep_id"]), _spec(data["spec"]), _mode(data["mode"]),
+                     _where(data["db"]), _submissions(data.get("submissions", [])), _dict(data.get("slurm", {})))
+    except OSError as exc:
+        raise LedgerError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        # ValueError covers UnicodeDecodeError and JSONDecodeError
+        raise LedgerError(f"{path}: not a sweep file ({type(exc).__name__}: {exc})") from None
+    except LedgerError as exc:
+        raise LedgerError(f"{path}: not a sweep file ({exc})") from None
 
 
-def _spec(saved: dict) -> SweepSpec:
-    # a saved spec was checked when the sweep was made: rebuild it without re-importing
-    # every objective
-    return SweepSpec(name=saved["name"], objectives=tuple(saved["objectives"]), transforms=tuple(saved["transforms"]),
-                     repeats=saved["repeats"], cold_warm=saved["cold_warm"], steady_calls=saved["steady_calls"],
-                     cache=saved["cache"], grid=saved["grid"], setup=tuple(saved.get("setup", ())))
+# sweep.json is read back as carefully as a spec: a field of the wrong shape is a
+# TypeError (one line above), never a traceback later on.
+def _text(value) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected text, got {type(value).__name__}")
+    return value
+
+
+def _dict(value) -> dict:
+    if not isinstance(value, dict):
+        raise TypeError(f"expected an object, got {type(value).__name__}")
+    return value
+
+
+def _mode(value) -> str:
+    if value not in ("local", "slurm"):
+        raise ValueError(f"mode {value!r}")
+    return value
+
+
+def _where(value) -> dict:
+    if _dict(value).get("kind") not in (PER_TASK, FROM_ENV, LEDGER_FILE):
+        raise ValueError(f"db kind {value.get('kind')!r}")
+    for key in ("path", "merge_into"):
+        if value.get(key) is not None:
+            _text(value[key])
+    return value
+
+
+def _submissions(value) -> list[dict]:
+    if not isinstance(value, list):
+        raise TypeError("submissions: expected a list")
+    for s in value:
+        if not (_text(_dict(s)["job_id"]).isdigit() and isinstance(s["tasks"], list)
+                and all(type(t) is int for t in s["tasks"])):
+            raise ValueError(f"submission {s!r}")
+    return value
+
+
+def _spec(saved) -> SweepSpec:
+    # a saved spec was checked when the sweep was made: its values are checked again,
+    # its tasks are not (that would import every objective)
+    fields = {k: v for k, v in _dict(saved).items() if k != "name" and v is not None}
+    return from_dict(fields, _text(saved["name"]), check_tasks=False)
