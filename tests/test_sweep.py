@@ -474,14 +474,23 @@ def test_a_sweep_on_slurm_writes_to_postgresql_and_an_explicit_db_beats_ledger_d
         (sweep.name, 0, "jit"), (sweep.name, 0, "grad")]
     assert not (tmp_path / "env.db").exists() and list((sweep / "db").iterdir()) == []
     assert str(pg_db) not in (sweep / "sweep.sbatch").read_text() + (sweep / "sweep.json").read_text()
-    # the other way round: LEDGER_DB the server, --db a file: the tasks write their own files
-    monkeypatch.setenv("LEDGER_DB", str(pg_db))
-    other = _submit(_spec(tmp_path, ONE_TASK), "--db", tmp_path / "mine.db", "--dir", tmp_path / "s2")
-    assert other.returncode == 0, other.stderr
-    (second,) = (tmp_path / "s2").iterdir()
-    assert _wait(second).returncode == 0
-    assert query(second / "db" / "task-0.db", "SELECT transform FROM compile_records ORDER BY id") == [("jit",), ("grad",)]
-    assert query(pg_db, "SELECT count(*) FROM compile_records") == [(2,)]  # the first sweep's only
+    # LEDGER_DB a server, its password in the URL: the tasks get it in their environment only
+    password = Path(os.environ["PGPASSFILE"]).read_text().split(":")[-1].strip()
+    secret = str(pg_db).replace("ledger_test@", f"ledger_test:{password}@")
+    monkeypatch.setenv("LEDGER_DB", secret)
+    env_sweep = _submit(_spec(tmp_path, ONE_TASK), "--dir", tmp_path / "s2")
+    # and --db a file beats that LEDGER_DB: the tasks write their own files
+    file_sweep = _submit(_spec(tmp_path, ONE_TASK), "--db", tmp_path / "mine.db", "--dir", tmp_path / "s3")
+    assert env_sweep.returncode == 0 and file_sweep.returncode == 0, env_sweep.stderr + file_sweep.stderr
+    (second,), (third,) = (tmp_path / "s2").iterdir(), (tmp_path / "s3").iterdir()
+    assert env_sweep.stdout.splitlines()[1] == f"every task writes to {str(pg_db).replace('ledger_test@', 'ledger_test:***@')}"
+    assert file_sweep.stdout.splitlines()[-1] == f"then: ledger merge {third}/db/task-*.db --db {tmp_path}/mine.db"
+    assert _wait(second).returncode == 0 and _wait(third).returncode == 0
+    assert password not in env_sweep.stdout + (second / "sweep.sbatch").read_text() + (second / "sweep.json").read_text()
+    assert query(pg_db, "SELECT sweep_id, count(*) FROM compile_records GROUP BY 1 ORDER BY 1") == sorted(
+        [(sweep.name, 2), (second.name, 2)])
+    assert query(third / "db" / "task-0.db", "SELECT transform FROM compile_records ORDER BY id") == [("jit",), ("grad",)]
+    assert not (tmp_path / "mine.db").exists()  # until `ledger merge` brings the tasks' rows in
 
 
 def test_submit_without_slurm_says_so_and_leaves_no_sweep(tmp_path, monkeypatch):

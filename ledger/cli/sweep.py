@@ -54,6 +54,8 @@ def run_cmd(spec: SpecArg, jobs: Annotated[int, typer.Option("-j", "--jobs", min
     target = resolve(db)
     where = {"kind": LEDGER_FILE, "path": str(target.path)} if target.path else {"kind": FROM_ENV, "path": None}
     loaded = load(spec)
+    if loaded.setup:
+        typer.echo("the spec's setup lines are for SLURM jobs: a sweep run here runs in this shell's environment")
     from ledger.storage.open import open_ledger
 
     with open_ledger(db, "write"):
@@ -152,7 +154,7 @@ def submit_cmd(
     if where["kind"] == FROM_ENV:
         from ledger.storage.open import open_ledger
 
-        with open_ledger(target.value, "write"):
+        with open_ledger(db, "write"):  # db as given: a password may come only from LEDGER_DB
             pass  # made (or checked) at head once, before the tasks all open it at once
     sweep.slurm = options
     make(sweep)
