@@ -427,9 +427,12 @@ def test_a_task_that_cannot_start_shows_why_is_cancelled_and_resumed_with_other_
     sweep = _sweep_dir(tmp_path)
     job = submitted.stdout.splitlines()[0].rsplit(" ", 1)[1]
     try:
-        time.sleep(1)  # the scheduler gives its reason on its next pass
-        reason = subprocess.run(["squeue", "-h", "-j", job, "-o", "%r"], check=False, capture_output=True, text=True).stdout.strip()
-        assert reason not in ("", "None")
+        deadline, reason = time.monotonic() + 60, "None"
+        while reason in ("", "None"):  # the scheduler gives its reason on its next pass
+            assert time.monotonic() < deadline, "squeue gave no reason"
+            time.sleep(0.5)
+            reason = subprocess.run(["squeue", "-h", "-j", job, "-o", "%r"], check=False, capture_output=True,
+                                    text=True).stdout.strip()
         waited = _ledger("sweep", "status", sweep, "--wait", "--timeout", "1", "--interval", "0.2")
         assert waited.returncode == 124
         assert waited.stdout.splitlines()[3] == f"   0  toy imaging n_batch=4  queued ({reason})     0"
