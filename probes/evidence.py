@@ -16,8 +16,16 @@ import json
 import logging
 import threading
 
-from ledger.record import (COLD, NONE, SOURCE_EMPTY_CACHE_DIR, SOURCE_MEASURED_EVENTS,
-                           SOURCE_MEASURED_FILES, SOURCE_UNKNOWN, UNKNOWN, WARM)
+from ledger.record import (
+    COLD,
+    NONE,
+    SOURCE_EMPTY_CACHE_DIR,
+    SOURCE_MEASURED_EVENTS,
+    SOURCE_MEASURED_FILES,
+    SOURCE_UNKNOWN,
+    UNKNOWN,
+    WARM,
+)
 from probes import jax_internals as ji
 
 
@@ -69,7 +77,7 @@ class _Capture(logging.Handler):
     def emit(self, record):
         try:
             self.messages.append(record.getMessage())
-        except Exception:  # a malformed record must not break a compile
+        except Exception:  # noqa: BLE001, S110 - a malformed record must not break a compile
             pass
 
 

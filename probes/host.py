@@ -15,6 +15,7 @@ import sys
 
 import psutil
 
+
 def local_timestamp() -> str:
     """Local time, ISO format, seconds precision (as the legacy records have it)."""
     return _dt.datetime.now().replace(microsecond=0).isoformat()

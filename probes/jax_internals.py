@@ -80,7 +80,7 @@ def jax_version() -> str:
     try:
         import jax
         return str(jax.__version__)
-    except Exception:  # a jax that does not import is reported by whoever imports it
+    except Exception:  # noqa: BLE001 - a jax that does not import is reported by its importer
         return "?"
 
 
@@ -129,7 +129,7 @@ def reset_cache() -> None:
         return
     try:
         reset()
-    except Exception as err:  # changed, not gone: same consequence
+    except Exception as err:  # noqa: BLE001 - changed, not gone: same consequence
         note(f"jax._src.compilation_cache.reset_cache() raised {type(err).__name__}: {err}",
              consequence)
 
@@ -141,7 +141,7 @@ def set_option(name: str, value) -> bool:
     try:
         jax.config.update(name, value)
         return True
-    except Exception as err:
+    except Exception as err:  # noqa: BLE001 - a renamed option or a refused value
         note(f"config option {name} cannot be set ({type(err).__name__}: {err})",
              "small compiles may not be written, so file counts may read warm"
              if name != OPT_CACHE_DIR else "no persistent cache")
