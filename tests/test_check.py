@@ -72,8 +72,7 @@ def test_another_hosts_row_triggers_nothing(db, tmp_path):
     pinned(db, tmp_path, compile_s=2.0)
     add(db, tmp_path, rec(compile_s=20.0, timestamp=LATER, hostname="laptop"),
         rec(compile_s=20.0, timestamp=LATER, jax_version="0.10.3"),
-        rec(compile_s=20.0, timestamp=LATER, transform="grad"),
-        rec(compile_s=90.0, timestamp=LATER, cache_state="none", cache_dir=""))
+        rec(compile_s=20.0, timestamp=LATER, transform="grad"))
     result = run_cli("check", "--db", db)
     assert (result.exit_code, result.output) == (0, "check run 1 (tolerance 1.5x): 0 ok, 0 regression, 0 inconclusive, 0 went-cold\n")
     assert query(db, "SELECT count(*) FROM verdicts") == [(0,)]
@@ -102,12 +101,14 @@ def test_json_for_ci(db, tmp_path):
     result = run_cli("check", "--json", "--db", db)
     doc = json.loads(result.output)
     assert result.exit_code == 1
-    assert doc["counts"] == {"ok": 0, "regression": 1, "inconclusive": 0, "went-cold": 0}
+    assert doc["counts"] == {"ok": 0, "regression": 1, "inconclusive": 0, "went-cold": 0, "cache-off": 0,
+                             "cache-not-reused": 0, "jax-changed": 0}
     assert (doc["check_run_id"], doc["exit_code"], doc["tolerance"]) == (1, 1, 1.5)
     (finding,) = doc["findings"]
     assert {k: finding[k] for k in ("verdict", "row_id", "ratio", "hostname", "transform", "mixed_precision")} == {
         "verdict": "regression", "row_id": slow, "ratio": 10.0, "hostname": "node1", "transform": "jit",
         "mixed_precision": False}
+    assert finding["fails"] is True
 
 
 def test_usage_errors_exit_2(db, tmp_path):
@@ -217,9 +218,9 @@ def test_explain_names_the_warm_row_and_the_values(db, tmp_path):
 
 
 def test_explain_refuses_a_warm_row_and_a_missing_id(db, tmp_path):
-    warm, cold = _cold_after_warm(db, tmp_path)
+    warm, _ = _cold_after_warm(db, tmp_path)
     assert run_cli("explain", warm, "--db", db).output == (
-        f"error: row {warm} is warm, not cold: explain diagnoses cold rows\n")
+        f"error: row {warm} is warm, not cold or none: explain diagnoses cold rows and rows without a cache dir\n")
     assert run_cli("explain", warm, "--db", db).exit_code == 1
     missing = run_cli("explain", 999, "--db", db)
     assert (missing.exit_code, missing.output) == (1, "error: no compile row with id 999\n")

@@ -38,12 +38,13 @@ def check_cmd(
     model_type: ModelOpt = None, instrument: InstrumentOpt = None, transform: TransformOpt = None,
     db: DbOpt = None,
 ) -> None:
-    """Check warm rows against their pins and find cache cells that went cold.
+    """Check warm rows against their pins, and whether the cache still applies.
 
-    Exit 1 on any regression or went-cold, 0 when clean. Each run is stored
+    Exit 1 on a regression, went-cold, cache-off, or a cache-not-reused that is not
+    by design; 0 when clean (jax-changed only informs). Each run is stored
     (check_runs, verdicts)."""
     from ledger.storage.open import open_ledger
-    from ledger.watch.check import finding_line, run_check
+    from ledger.watch.check import finding_lines, run_check
 
     filters = filters_of(hardware, hostname, dataset_class, model_type, instrument, transform)
     with open_ledger(db, "write", create=False) as ledger:
@@ -51,8 +52,8 @@ def check_cmd(
     if json:
         typer.echo(result.as_json(), nl=False)
     else:
-        for finding in result.findings:
-            typer.echo(finding_line(finding))
+        for line in finding_lines(result.findings):
+            typer.echo(line)
         typer.echo(result.summary())
     if result.exit_code:
         raise typer.Exit(result.exit_code)

@@ -3,7 +3,8 @@ by matplotlib.
 
 Per host key: a bar chart of the newest cold against the newest warm compile of each
 cell and transform, and compile time over time per cell and transform with its pin
-as a horizontal line and the rows a check called a regression (or went-cold) marked.
+as a horizontal line and the rows a check called a regression (or went-cold, or a
+cache not reused) marked.
 Images are PNGs inline as base64 data URLs and the style is inline: the page works
 offline, as a CI artifact or an e-mail attachment. Agg only: no display is needed.
 """
@@ -91,7 +92,7 @@ def _draw_cell(ax, ln: Line, points: list[dict]) -> None:
     title = _label(ln)
     if ln.pin:
         ax.axhline(ln.pin["compile_s"], color=PIN_COLOR, ls="--", lw=1.2)
-        title += f"  (pin {ln.pin['compile_s']:.2f} s)"
+        title += f"  (pin {text.significant(ln.pin['compile_s'])} s)"
     values = [p["compile_s"] for p in points] + ([ln.pin["compile_s"]] if ln.pin else [])
     if values and min(values) > 0 and max(values) / min(values) > 10:
         ax.set_yscale("log")  # warm and cold differ by up to 100x: both stay readable
@@ -116,7 +117,7 @@ def _legend(fig: Figure, top: float) -> None:
     handles = [Line2D([], [], color=WARM_COLOR, marker="o", ms=4, lw=1, label="warm"),
                Line2D([], [], color=COLD_COLOR, marker="o", ms=4, lw=1, label="cold"),
                Line2D([], [], color=PIN_COLOR, ls="--", lw=1.2, label="pin (expected warm)"),
-               Line2D([], [], color=MARK_COLOR, marker="x", ms=8, mew=2, lw=0, label="regression / went-cold")]
+               Line2D([], [], color=MARK_COLOR, marker="x", ms=8, mew=2, lw=0, label="a finding (regression, went-cold, cache-not-reused)")]
     fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, top), ncol=4, fontsize=8, frameon=False)
 
 

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from ledger.record import CELL_FIELDS, COLD, HOST_KEY_FIELDS, STATELESS_KEY, WARM
-from ledger.watch.check import FAILING, INCONCLUSIVE, REGRESSION, WENT_COLD
+from ledger.watch.check import FAILING, INCONCLUSIVE, REGRESSION
+from ledger.watch.findings import CACHE_NOT_REUSED, CACHE_OFF, JAX_CHANGED, WENT_COLD
 from ledger.watch.keys import LOADED_SQL
 from ledger.watch.pins import filter_sql, ok_sql
 
@@ -29,9 +30,12 @@ from ledger.watch.pins import filter_sql, ok_sql
 HOST = tuple(f for f in HOST_KEY_FIELDS if f != "cache_state")
 GROUP = STATELESS_KEY  # HOST, then the cell
 assert GROUP == (*HOST, *CELL_FIELDS)
-# Within one check run a cell may get several verdicts: the worst one speaks for it.
-SEVERITY = (f"CASE v.verdict WHEN '{WENT_COLD}' THEN 4 WHEN '{REGRESSION}' THEN 3"
-            f" WHEN '{INCONCLUSIVE}' THEN 2 ELSE 1 END")
+# Within one check run a cell may get several verdicts: the worst one speaks for it
+# (a cache that stopped applying before a slow warm compile, a note before an ok).
+SEVERITY = (f"CASE v.verdict WHEN '{CACHE_OFF}' THEN 6 WHEN '{WENT_COLD}' THEN 5 WHEN '{CACHE_NOT_REUSED}' THEN 4"
+            f" WHEN '{REGRESSION}' THEN 3 WHEN '{INCONCLUSIVE}' THEN 2 WHEN '{JAX_CHANGED}' THEN 2 ELSE 1 END")
+# What the charts mark on a row: the failing verdicts and a cache never reused.
+MARKED = (*FAILING, CACHE_NOT_REUSED)
 # Newest first by partition of GROUP and cache_state; a NULL timestamp is the oldest.
 _NEWEST = ", ".join((*GROUP, "cache_state"))
 _RANKED = f"ROW_NUMBER() OVER (PARTITION BY {_NEWEST} ORDER BY COALESCE(timestamp, '') DESC, id DESC) AS rn"
@@ -139,7 +143,7 @@ def series(conn, filters: dict | None = None, per_key: int = 200) -> dict[tuple,
     key (host + cell), each with the verdict a check marked it with (regression or
     went-cold), if any. A chart of a million points says no more than 200 per key."""
     where, params = filter_sql(filters, "r")
-    marks = ", ".join(f"'{v}'" for v in FAILING)
+    marks = ", ".join(f"'{v}'" for v in MARKED)
     sql = (
         f"SELECT {', '.join(GROUP)}, cache_state, id, compile_s, timestamp, mark FROM ("
         f" SELECT {_NEWEST}, id, compile_s, timestamp, m.mark, {_RANKED}"

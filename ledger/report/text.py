@@ -3,6 +3,8 @@ the same), the heading of each host key, and the whole report as markdown."""
 
 from __future__ import annotations
 
+import math
+
 from ledger.report.lines import Line, group_by_host
 
 LOADED_MARK = "†"
@@ -29,10 +31,20 @@ def cell_title(ln: Line) -> str:
     return " / ".join(show(v) for v in ln.cell[:3])
 
 
+def significant(value: float, digits: int = 3) -> str:
+    """At least `digits` significant digits and at least 2 decimals, never in
+    exponent form: a 4 ms toy compile reads 0.00412 (it read 0.00), and a 120 s
+    compile still reads 119.99."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:.2f}"
+    decimals = max(2, digits - 1 - math.floor(math.log10(abs(value))))
+    return f"{value:.{decimals}f}"
+
+
 def seconds(row: dict | None) -> str:
     if row is None or row.get("compile_s") is None:
         return "-"
-    return f"{row['compile_s']:.2f}" + (LOADED_MARK if row.get("loaded") else "")
+    return significant(row["compile_s"]) + (LOADED_MARK if row.get("loaded") else "")
 
 
 def when(timestamp: str | None) -> str:

@@ -1,9 +1,10 @@
-"""`ledger check`: every pinned key's newer warm rows against its pin, and the cache
-cells that went cold, each run stored as verdicts so a failure can be audited later.
+"""`ledger check`: every pinned key's newer warm rows against its pin, and what the
+cells say about the cache (went-cold, cache-off, cache-not-reused, jax-changed:
+ledger/watch/findings.py), each run stored as verdicts so a failure can be audited later.
 
 The heavy lifting is SQL: the pinned rows are judged by one INSERT ... SELECT (pins
-joined to compile_records on the comparability key), and the went-cold cells come
-from one window pass over the table; Python sees only the findings.
+joined to compile_records on the comparability key), and the cache findings come
+from one GROUP BY pass over the table; Python sees only the findings.
 """
 
 from __future__ import annotations
@@ -15,18 +16,30 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
-from ledger.record import CACHE_CELL, COLD, COMPARABILITY_KEY, WARM
+from ledger.record import CACHE_CELL, COMPARABILITY_KEY
 from ledger.storage.engine import read_connection
 from ledger.storage.models import check_runs, pins, verdicts
-from ledger.watch.explain import cause_text, diagnose, fetch_rows
-from ledger.watch.keys import loaded_cause_sql, loaded_sql, pin_key, same_sql
-from ledger.watch.pins import describe_key, filter_sql, ok_sql, pinnable_sql, utc_now
+from ledger.watch.explain import fetch_rows
+from ledger.watch.findings import (
+    CACHE_NOT_REUSED,
+    CACHE_OFF,
+    JAX_CHANGED,
+    WENT_COLD,
+    Finding,
+    cache_findings,
+    link_pin,
+)
+from ledger.watch.keys import loaded_cause_sql, loaded_sql, same_sql
+from ledger.watch.pins import describe_key, filter_sql, pinnable_sql, utc_now
 
 TOLERANCE = 1.5
-OK, REGRESSION, INCONCLUSIVE, WENT_COLD = "ok", "regression", "inconclusive", "went-cold"
-VERDICTS = (OK, REGRESSION, INCONCLUSIVE, WENT_COLD)
-FAILING = (REGRESSION, WENT_COLD)
-_ID_PAD = 10**12  # ids as fixed-width text, so "timestamp|id" sorts as (timestamp, id)
+OK, REGRESSION, INCONCLUSIVE = "ok", "regression", "inconclusive"
+VERDICTS = (OK, REGRESSION, INCONCLUSIVE, WENT_COLD, CACHE_OFF, CACHE_NOT_REUSED, JAX_CHANGED)
+# The verdicts that always fail the check; a cache-not-reused fails by its cause
+# (findings.not_reused_cause), and jax-changed never does.
+FAILING = (REGRESSION, WENT_COLD, CACHE_OFF)
+# Shown in the summary always (the original four), the others only when found.
+_ALWAYS_COUNTED = (OK, REGRESSION, INCONCLUSIVE, WENT_COLD)
 
 
 def _judge_sql(dialect: str, where: str) -> str:
@@ -57,53 +70,19 @@ def _judge_sql(dialect: str, where: str) -> str:
     )
 
 
-# Grouping order: the columns that tell cells apart first, so the sort's comparisons
-# stop early (a third faster on a million rows than the key's own order).
-_GROUP_ORDER = ("transform", "model_type", "hostname", "cache_dir", "dataset_class", "instrument", "hardware",
-                "jax_version", "mixed_precision")
-assert sorted(_GROUP_ORDER) == sorted(CACHE_CELL)
-
-
-def _stamp(state_too: bool) -> str:
-    # "timestamp|id" with the id at fixed width: its MAX is the newest row, ties by id
-    text = f"COALESCE(timestamp, '') || '|' || CAST({_ID_PAD} + id AS TEXT)"
-    return text + " || '|' || cache_state" if state_too else text
-
-
-def went_cold_cells(conn, filters: dict | None, since: str | None) -> list[tuple[int, int]]:
-    """(cold row id, last warm row id) of every cache cell whose newest ok row is cold.
-
-    One GROUP BY over the cells (not a window: a window carries every row through the
-    sort, twice as slow): the newest row with its state, and the newest warm row."""
-    where, params = filter_sql(filters)
-    sql = (
-        f"SELECT newest, last_warm FROM (SELECT MAX({_stamp(True)}) AS newest,"
-        f" MAX(CASE WHEN cache_state = '{WARM}' THEN {_stamp(False)} END) AS last_warm"
-        f" FROM compile_records WHERE {ok_sql()} AND cache_dir IS NOT NULL AND cache_dir <> ''{where}"
-        f" GROUP BY {', '.join(_GROUP_ORDER)}) cells WHERE newest LIKE '%|{COLD}' AND last_warm IS NOT NULL"
-    )
-    if since is not None:
-        sql += " AND newest >= :since"
-        params["since"] = since
-    out = []
-    for newest, last_warm in conn.execute(sa.text(sql), params).all():
-        ts_id = newest[: -len(COLD) - 1]
-        out.append((int(ts_id.rsplit("|", 1)[1]) - _ID_PAD, int(last_warm.rsplit("|", 1)[1]) - _ID_PAD))
-    return sorted(out)
-
-
-def _cold_verdicts(conn, pairs, run_id: int, now: str) -> list[dict]:
-    rows = fetch_rows(conn, [i for pair in pairs for i in pair])
+def _cache_verdicts(conn, found: list[Finding], run_id: int, now: str) -> list[dict]:
+    """The cache findings as verdict rows, each linked to the pin of the warm key it
+    is read against (where pinned), with what the row costs against that pin."""
+    rows = fetch_rows(conn, [i for f in found for i in (f.row_id, f.versus_id) if i is not None])
     pinned = {r.pin_key: r for r in conn.execute(sa.select(pins.c.id, pins.c.pin_key, pins.c.compile_s))}
     out = []
-    for cold_id, warm_id in pairs:
-        cold, warm = rows[cold_id], rows[warm_id]
-        pin = pinned.get(pin_key(warm))
-        ratio = cold["compile_s"] / pin.compile_s if pin and pin.compile_s and cold["compile_s"] is not None else None
-        out.append(dict(check_run_id=run_id, pin_id=pin.id if pin else None, pin_key=pin.pin_key if pin else None,
-                        row_id=cold_id, compile_s=cold["compile_s"], pin_compile_s=pin.compile_s if pin else None,
-                        ratio=ratio, tolerance=None, verdict=WENT_COLD, checked_at=now,
-                        cause=f"{cause_text(diagnose(cold, warm))} (last warm row {warm_id})"))
+    for f in found:
+        row, pin = rows[f.row_id], link_pin(pinned, rows, f)
+        ratio = row["compile_s"] / pin.compile_s if pin and pin.compile_s and row["compile_s"] is not None else None
+        out.append({"check_run_id": run_id, "pin_id": pin.id if pin else None,
+                    "pin_key": pin.pin_key if pin else None, "row_id": f.row_id, "compile_s": row["compile_s"],
+                    "pin_compile_s": pin.compile_s if pin else None, "ratio": ratio, "tolerance": None,
+                    "verdict": f.verdict, "checked_at": now, "cause": f.cause})
     return out
 
 
@@ -116,7 +95,8 @@ class CheckResult:
     findings: list[dict] = field(default_factory=list)
 
     def summary(self) -> str:
-        counts = ", ".join(f"{self.counts.get(v, 0)} {v}" for v in VERDICTS)
+        shown = [v for v in VERDICTS if v in _ALWAYS_COUNTED or self.counts.get(v)]
+        counts = ", ".join(f"{self.counts.get(v, 0)} {v}" for v in shown)
         return f"check run {self.run_id} (tolerance {self.tolerance:g}x): {counts}"
 
     def as_json(self) -> str:
@@ -125,18 +105,25 @@ class CheckResult:
                           indent=1, default=str) + "\n"
 
 
+_ORDER = "CASE v.verdict " + " ".join(f"WHEN '{v}' THEN {i}" for i, v in enumerate(VERDICTS)) + " END"
 _FINDING_COLUMNS = ("verdict", "row_id", "compile_s", "pin_id", "pin_compile_s", "ratio", "tolerance", "cause")
 
 
-def _findings(conn, run_id: int) -> list[dict]:
+def _findings(conn, run_id: int, cache: list[Finding]) -> list[dict]:
+    """The run's findings, each with whether it fails the check (and what the cache
+    passes know beyond the stored verdict: the old jax of a jax-changed, ...)."""
+    known = {(f.verdict, f.row_id): f for f in cache}
     cols = ", ".join(f"v.{c}" for c in _FINDING_COLUMNS)
     key = ", ".join(f"r.{c}" for c in (*CACHE_CELL, "tag", "timestamp"))
     sql = (f"SELECT {cols}, {key} FROM verdicts v JOIN compile_records r ON r.id = v.row_id"
-           f" WHERE v.check_run_id = :run AND v.verdict <> '{OK}' ORDER BY v.verdict, v.id")
+           f" WHERE v.check_run_id = :run AND v.verdict <> '{OK}' ORDER BY {_ORDER}, v.id")
     found = [dict(r) for r in conn.execute(sa.text(sql), {"run": run_id}).mappings()]
     for f in found:
         if f["mixed_precision"] is not None:
             f["mixed_precision"] = bool(f["mixed_precision"])
+        mine = known.get((f["verdict"], f["row_id"]))
+        f["fails"] = mine.fails if mine else f["verdict"] in FAILING
+        f.update(mine.extra if mine else {})
     return found
 
 
@@ -144,20 +131,20 @@ def run_check(engine, *, tolerance: float = TOLERANCE, filters: dict | None = No
               since: str | None = None) -> CheckResult:
     """Judge, store the run and its verdicts (one transaction), return the findings.
 
-    The went-cold pass (a read) runs on its own connection in a thread while this one
-    judges the pinned rows: the two scans overlap (the driver lets go of the GIL
-    while the database works)."""
-    with ThreadPoolExecutor(1, thread_name_prefix="went-cold") as pool:
-        cold = pool.submit(_went_cold, engine, filters, since)
+    The cache passes (a read: findings.py) run on their own connection in a thread
+    while this one judges the pinned rows: the two scans overlap (the driver lets go
+    of the GIL while the database works)."""
+    with ThreadPoolExecutor(1, thread_name_prefix="cache-findings") as pool:
+        cold = pool.submit(_cache_pass, engine, filters, since)
         return _judge_and_store(engine, cold, tolerance, filters, since)
 
 
-def _went_cold(engine, filters: dict | None, since: str | None) -> list[tuple[int, int]]:
+def _cache_pass(engine, filters: dict | None, since: str | None) -> list[Finding]:
     with read_connection(engine) as conn:
         if conn.dialect.name == "sqlite":
             # a sort of every ok row; SQLite's sorter can split it over worker threads
             conn.exec_driver_sql(f"PRAGMA threads = {min(8, os.cpu_count() or 1)}")
-        return went_cold_cells(conn, filters, since)
+        return cache_findings(conn, filters, since)
 
 
 def _judge_and_store(engine, cold: Future, tolerance: float, filters: dict | None, since: str | None) -> CheckResult:
@@ -172,22 +159,45 @@ def _judge_and_store(engine, cold: Future, tolerance: float, filters: dict | Non
                                                            filters=json.dumps(given, sort_keys=True))
                               ).inserted_primary_key[0]
         conn.execute(sa.text(_judge_sql(conn.dialect.name, where)), params | {"run": run_id, "tol": tolerance, "now": now})
-        pairs = cold.result()
-        if pairs:
-            conn.execute(sa.insert(verdicts), _cold_verdicts(conn, pairs, run_id, now))
+        found = cold.result()
+        if found:
+            conn.execute(sa.insert(verdicts), _cache_verdicts(conn, found, run_id, now))
         counts = dict(conn.execute(sa.select(verdicts.c.verdict, sa.func.sum(verdicts.c.n_rows))
                                    .where(verdicts.c.check_run_id == run_id).group_by(verdicts.c.verdict)).all())
-        exit_code = 1 if any(counts.get(v) for v in FAILING) else 0
+        exit_code = 1 if counts.get(REGRESSION) or any(f.fails for f in found) else 0
         conn.execute(sa.update(check_runs).where(check_runs.c.id == run_id).values(exit_code=exit_code))
-        findings = _findings(conn, run_id)
+        findings = _findings(conn, run_id, found)
     return CheckResult(run_id, tolerance, exit_code, counts, findings)
+
+
+def finding_lines(findings: list[dict]) -> list[str]:
+    """The lines people read: one per finding, but one per host and jax bump for the
+    jax-changed ones (a bump recompiles every cell once; naming each says nothing)."""
+    out, bumps = [], {}
+    for f in findings:
+        if f["verdict"] == JAX_CHANGED:
+            host = f"{f['hardware']}/{f['hostname']}" + (" mixed" if f["mixed_precision"] else "")
+            bumps.setdefault((f.get("old_jax"), f["jax_version"], host), []).append(f["row_id"])
+        else:
+            out.append(finding_line(f))
+    for (old, new, host), ids in bumps.items():
+        cells = f"{len(ids)} cell{'s' * (len(ids) != 1)} recompile{'s' * (len(ids) == 1)} once"
+        out.append(f"{JAX_CHANGED:<13} jax {old} → {new} on {host}: {cells} (rows {', '.join(map(str, ids))});"
+                   " expected after a bump, does not fail")
+    return out
 
 
 def finding_line(f: dict) -> str:
     """One line per finding, for people; --json gives CI the same fields."""
     head = f"{f['verdict']:<13} {describe_key(f)}"
+    against = (f" = {f['ratio']:.3g}x pin {f['pin_compile_s']:.3g}s (pin {f['pin_id']})"
+               if f["ratio"] is not None else "")
     if f["verdict"] == WENT_COLD:
         return f"{head}, cache dir {f['cache_dir']}: row {f['row_id']} is cold: {f['cause']}"
+    if f["verdict"] == CACHE_OFF:
+        return f"{head}: row {f['row_id']} compiled with no cache dir, {f['compile_s']:.3g}s{against}: {f['cause']}"
+    if f["verdict"] in (CACHE_NOT_REUSED, JAX_CHANGED):
+        return f"{head}: row {f['row_id']}: {f['cause']}" + ("" if f["fails"] else " [does not fail]")
     versus = f"row {f['row_id']} compile_s {f['compile_s']:.4g}s vs pin {f['pin_compile_s']:.4g}s (pin {f['pin_id']})"
     ratio = f"{f['ratio']:.2f}x" if f["ratio"] is not None else "n/a"
     if f["verdict"] == REGRESSION:

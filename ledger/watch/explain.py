@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from ledger.errors import LedgerError
-from ledger.record import CACHE_CELL, COLD, WARM
+from ledger.record import CACHE_CELL, COLD, NONE, WARM
 from ledger.watch.keys import same_sql
 from ledger.watch.pins import NEWEST_FIRST, describe_key, ok_sql
 
@@ -130,8 +130,13 @@ def explain_row(engine, row_id: int) -> Diagnosis:
         row = fetch_rows(conn, [row_id]).get(row_id)
         if row is None:
             raise LedgerError(f"no compile row with id {row_id}")
+        from ledger.watch import findings  # it builds on this module
+
+        if row["cache_state"] == NONE:  # cache-off, when its cell was warm before
+            return findings.explain_none(conn, row)
         if row["cache_state"] != COLD:
-            raise LedgerError(f"row {row_id} is {row['cache_state'] or 'without a cache_state'}, not cold: "
-                              "explain diagnoses cold rows")
+            raise LedgerError(f"row {row_id} is {row['cache_state'] or 'without a cache_state'}, not cold or none: "
+                              "explain diagnoses cold rows and rows without a cache dir")
         warm = last_warm_before(conn, row)
-    return Diagnosis(row, warm, diagnose(row, warm) if warm else [])
+        told = None if warm else findings.explain_first_cold(conn, row)  # jax-changed, cache-not-reused
+    return told or Diagnosis(row, warm, diagnose(row, warm) if warm else [])

@@ -1,0 +1,316 @@
+"""The cache findings of `ledger check`: what a cell's rows say about the cache itself,
+whatever its pin says about speed.
+
+One GROUP BY over the ok rows (a row per cell, jax version and cache dir, with its
+newest row and state, its last warm row and its cold count) gives Python a few
+thousand summaries; each finding below is read from them, and only a finding's own
+rows are fetched again.
+
+- went-cold: a cache cell (cell + jax + cache dir) whose newest row is cold after a
+  warm one. The cause is what differs from the last warm row (explain.diagnose).
+- cache-off: a cell that was warm under a cache dir whose newest row has none at all.
+  The commonest way the cache stops applying: a job script without
+  JAX_COMPILATION_CACHE_DIR. Fails.
+- cache-not-reused: a cell with 2 or more cold runs under a cache dir and never a warm
+  one. Fails when the runs used different dirs (a per-job $TMPDIR), the same dir lost
+  its entries, or the cache key changed each run; reported without failing when the
+  entries were never written by design (a compile under the cache's thresholds).
+- jax-changed: the first cold compile of a cell under a new jax after warm ones under
+  the old: expected, said, never failing. Still cold on its second run under the new
+  jax, it is a went-cold, its cause read as for cache-not-reused.
+
+A cell here is the comparability key without cache_state (record.STATELESS_KEY); a
+lineage is that without jax_version, so a bump is seen as the same cell moving on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import pairwise
+
+import sqlalchemy as sa
+
+from ledger.record import CACHE_CELL, COLD, NONE, STATELESS_KEY, WARM
+from ledger.watch.explain import (
+    SAME_KEY,
+    UNKNOWN_CAUSE,
+    cause_text,
+    diagnose,
+    fetch_rows,
+)
+from ledger.watch.keys import pin_key, same_sql
+from ledger.watch.pins import filter_sql, ok_sql
+
+WENT_COLD, CACHE_OFF, CACHE_NOT_REUSED, JAX_CHANGED = "went-cold", "cache-off", "cache-not-reused", "jax-changed"
+LINEAGE = tuple(f for f in STATELESS_KEY if f != "jax_version")
+_ID_PAD = 10**12  # ids as fixed-width text, so "timestamp|id" sorts as (timestamp, id)
+# Grouping order: the columns that tell cells apart first, so the sort's comparisons
+# stop early (a third faster on a million rows than the key's own order).
+_GROUP_ORDER = ("transform", "model_type", "hostname", "cache_dir", "dataset_class", "instrument", "hardware",
+                "jax_version", "mixed_precision")
+assert sorted(_GROUP_ORDER) == sorted(CACHE_CELL)
+
+
+def _stamp(p: str = "") -> str:
+    # "timestamp|id" with the id at fixed width: its MAX is the newest row, ties by id
+    return f"COALESCE({p}timestamp, '') || '|' || CAST({_ID_PAD} + {p}id AS TEXT)"
+
+
+def _id(stamp: str | None) -> int | None:
+    return None if stamp is None else int(stamp.rsplit("|", 1)[1]) - _ID_PAD
+
+
+@dataclass
+class Group:
+    """The ok rows of one cell, jax version and cache dir."""
+
+    values: dict
+    newest: str  # stamp of the newest row
+    newest_state: str
+    last_warm: str | None
+    first_cold: str | None
+    n_cold: int
+
+    @property
+    def has_dir(self) -> bool:
+        return bool(self.values["cache_dir"])
+
+
+def summaries(conn, filters: dict | None) -> dict[tuple, list[Group]]:
+    """Every cell's groups, by lineage: one pass over the ok warm, cold and none rows."""
+    where, params = filter_sql(filters)
+    warm, cold = f"cache_state = '{WARM}'", f"cache_state = '{COLD}'"
+    sql = (
+        f"SELECT {', '.join(_GROUP_ORDER)}, MAX({_stamp()} || '|' || cache_state) AS newest,"
+        f" MAX(CASE WHEN {warm} THEN {_stamp()} END) AS last_warm,"
+        f" MIN(CASE WHEN {cold} THEN {_stamp()} END) AS first_cold, SUM(CASE WHEN {cold} THEN 1 ELSE 0 END) AS n_cold"
+        f" FROM compile_records WHERE {ok_sql()} AND cache_state IN ('{WARM}', '{COLD}', '{NONE}'){where}"
+        f" GROUP BY {', '.join(_GROUP_ORDER)}"
+    )
+    out: dict[tuple, list[Group]] = {}
+    for r in conn.execute(sa.text(sql), params).mappings():
+        values = {f: r[f] for f in CACHE_CELL}
+        if values["mixed_precision"] is not None:
+            values["mixed_precision"] = bool(values["mixed_precision"])
+        newest, state = r["newest"].rsplit("|", 1)
+        out.setdefault(tuple(values[f] for f in LINEAGE), []).append(
+            Group(values, newest, state, r["last_warm"], r["first_cold"], int(r["n_cold"] or 0)))
+    return out
+
+
+@dataclass
+class Finding:
+    """One verdict to store: its row, the row it is read against, and why."""
+
+    verdict: str
+    row_id: int
+    cause: str
+    fails: bool
+    versus_id: int | None = None  # the warm row whose key's pin the verdict links
+    extra: dict = field(default_factory=dict)
+
+
+def cache_findings(conn, filters: dict | None, since: str | None) -> list[Finding]:
+    """Every finding of the cache passes, oldest row first."""
+    found: list[Finding] = []
+    for groups in summaries(conn, filters).values():
+        found += _went_cold(conn, groups)
+        found += _cache_off(conn, groups)
+        found += _by_jax(conn, groups)
+    if since is not None:
+        times = {r["id"]: r["timestamp"] or "" for r in fetch_rows(conn, [f.row_id for f in found]).values()}
+        found = [f for f in found if times[f.row_id] >= since]
+    return sorted(found, key=lambda f: f.row_id)
+
+
+def _went_cold(conn, groups: list[Group]) -> list[Finding]:
+    out = []
+    for g in groups:
+        if g.has_dir and g.newest_state == COLD and g.last_warm is not None:
+            cold_id, warm_id = _id(g.newest), _id(g.last_warm)
+            rows = fetch_rows(conn, [cold_id, warm_id])
+            cause = f"{cause_text(diagnose(rows[cold_id], rows[warm_id]))} (last warm row {warm_id})"
+            out.append(Finding(WENT_COLD, cold_id, cause, True, warm_id))
+    return out
+
+
+def _cache_off(conn, groups: list[Group]) -> list[Finding]:
+    newest = max(groups, key=lambda g: g.newest)
+    warm = [g for g in groups if g.has_dir and g.last_warm is not None]
+    if newest.newest_state != NONE or not warm:
+        return []
+    last = max(warm, key=lambda g: g.last_warm)
+    first_none = _first_none_after(conn, newest.values, last.last_warm)
+    cache_dir = last.values["cache_dir"]
+    cause = (f"no cache dir since row {first_none} (cache_state none); the cell was warm under cache dir"
+             f" {cache_dir} (last warm row {_id(last.last_warm)})")
+    return [Finding(CACHE_OFF, first_none, cause, True, _id(last.last_warm), {"old_cache_dir": cache_dir})]
+
+
+def _first_none_after(conn, values: dict, stamp: str) -> int:
+    """The first none row of the cell after the stamp: when the cache went off."""
+    same = " AND ".join(same_sql(f, f":{f}", conn.dialect.name) for f in STATELESS_KEY)
+    sql = (f"SELECT MIN({_stamp()}) FROM compile_records WHERE {ok_sql()} AND cache_state = '{NONE}'"
+           f" AND {same} AND {_stamp()} > :stamp")
+    return _id(conn.execute(sa.text(sql), {f: values[f] for f in STATELESS_KEY} | {"stamp": stamp}).scalar())
+
+
+def _by_jax(conn, groups: list[Group]) -> list[Finding]:
+    """cache-not-reused and jax-changed: cells (one jax) never warm under any dir."""
+    by_jax: dict = {}
+    for g in groups:
+        by_jax.setdefault(g.values["jax_version"], []).append(g)
+    out = []
+    for jax, cell in by_jax.items():
+        colds = [g for g in cell if g.has_dir and g.n_cold]
+        if any(g.last_warm for g in cell) or not colds:
+            continue
+        first = min(g.first_cold for g in colds)
+        before = [g for g in groups if g.values["jax_version"] != jax and g.last_warm and g.last_warm < first]
+        old = max(before, key=lambda g: g.last_warm) if before else None
+        n_cold = sum(g.n_cold for g in colds)
+        if old is not None and n_cold == 1:
+            out.append(_jax_changed(old, jax, _id(first)))
+        elif n_cold >= 2:
+            out.append(_not_reused(conn, cell[0].values, old))
+    return out
+
+
+def _jax_changed(old: Group, jax: str, row_id: int) -> Finding:
+    was = old.values["jax_version"]
+    cause = (f"jax {was} → {jax}: the first compile under the new jax is cold, as expected"
+             f" (last warm row {_id(old.last_warm)} under jax {was})")
+    return Finding(JAX_CHANGED, row_id, cause, False, _id(old.last_warm), {"old_jax": was, "new_jax": jax})
+
+
+def cold_rows(conn, values: dict) -> list[dict]:
+    """The ok cold rows of one cell (all cache dirs), oldest first."""
+    same = " AND ".join(same_sql(f, f":{f}", conn.dialect.name) for f in STATELESS_KEY)
+    sql = (f"SELECT * FROM compile_records WHERE {ok_sql()} AND cache_state = '{COLD}' AND {same}"
+           " AND cache_dir IS NOT NULL AND cache_dir <> '' ORDER BY COALESCE(timestamp, ''), id")
+    return [dict(r) for r in conn.execute(sa.text(sql), {f: values[f] for f in STATELESS_KEY}).mappings()]
+
+
+def _not_reused(conn, values: dict, old: Group | None) -> Finding:
+    colds = cold_rows(conn, values)
+    cause, fails = not_reused_cause(colds)
+    newest = colds[-1]
+    if old is None:
+        return Finding(CACHE_NOT_REUSED, newest["id"], cause, fails)
+    # still cold on its second run under a new jax: an ordinary went-cold
+    was = old.values["jax_version"]
+    cause += f" (still cold after {len(colds)} runs under jax {values['jax_version']}; last warm row {_id(old.last_warm)} under jax {was})"
+    return Finding(WENT_COLD, newest["id"], cause, True, _id(old.last_warm))
+
+
+def not_reused_cause(colds: list[dict]) -> tuple[str, bool]:
+    """Why a cell's cold runs (2 or more, oldest first) never reused the cache, and
+    whether that fails the check."""
+    dirs = list(dict.fromkeys(r["cache_dir"] for r in colds))
+    if len(dirs) > 1:
+        return (f"each run used a new directory: {len(colds)} cold runs in {len(dirs)} distinct cache dirs"
+                f" ({', '.join(dirs)})"), True
+    by_design = _never_written(colds)
+    if by_design:
+        return (f"{len(colds)} cold runs in {dirs[0]}, never warm: the entries were never written, by design:"
+                f" {by_design}, so there is nothing to reuse"), False
+    for a, b in pairwise(colds):
+        wrote = a["cache_files_after"] is not None and a["cache_files_before"] is not None \
+            and a["cache_files_after"] > a["cache_files_before"]
+        if wrote and b["cache_files_before"] is not None and b["cache_files_before"] < a["cache_files_after"]:
+            return (f"the same dir lost its entries: row {a['id']} left {a['cache_files_after']} entries in {dirs[0]},"
+                    f" row {b['id']} found {b['cache_files_before']} before its compile"), True
+    a, b = colds[-2], colds[-1]
+    causes = diagnose(b, a)
+    if causes in ([UNKNOWN_CAUSE], [SAME_KEY]):
+        return f"{len(colds)} cold runs in {dirs[0]}, never warm: {UNKNOWN_CAUSE} (the rows show no missing entry)", False
+    return f"{len(colds)} cold runs in {dirs[0]}: the cache key changed between rows {a['id']} and {b['id']}: {cause_text(causes)}", True
+
+
+def _never_written(colds: list[dict]) -> str | None:
+    """What kept every run's entry out of the cache (the probe records the evidence:
+    no entry added, JAX's own miss-written event silent, and the thresholds), or None."""
+    for r in colds:
+        unwritten = (r["cache_files_after"] is not None and r["cache_files_after"] == r["cache_files_before"]) \
+            or (r["cache_requests"] and r["cache_misses"] == 0)
+        if not unwritten:
+            return None
+    floors = {r["cache_min_compile_time_s"] for r in colds}
+    times = [r["compile_s"] for r in colds]
+    if len(floors) == 1 and None not in floors and None not in times and max(times) < min(floors):
+        span = f"{min(times):.3g}" if min(times) == max(times) else f"{min(times):.3g}–{max(times):.3g}"
+        return f"every compile ({span} s) was under jax_persistent_cache_min_compile_time_secs {floors.pop():g}"
+    sizes = {r["cache_min_entry_size_bytes"] for r in colds}
+    if len(sizes) == 1 and None not in sizes and sizes.pop() > 0:
+        return f"every entry was under jax_persistent_cache_min_entry_size_bytes {colds[0]['cache_min_entry_size_bytes']}"
+    return None
+
+
+def link_pin(pinned: dict, rows: dict, f: Finding) -> dict:
+    """The pin of the warm key a finding is read against, if any: what it costs now."""
+    warm = rows.get(f.versus_id)
+    return pinned.get(pin_key(warm)) if warm else None
+
+
+# -- `ledger explain ROW`: the same causes for one row -----------------------------------
+
+@dataclass
+class Told:
+    """An explanation that is not a went-cold diagnosis: its lines, as the CLI prints them."""
+
+    text: list[str]
+
+    def lines(self) -> list[str]:
+        return self.text
+
+
+def _last_warm(conn, row: dict, other_jax: bool) -> dict | None:
+    """The newest warm ok row of the row's lineage under a cache dir, older than it;
+    with `other_jax`, under another jax version only."""
+    same = " AND ".join(same_sql(f, f":{f}", conn.dialect.name) for f in LINEAGE)
+    older = "(COALESCE(timestamp, '') < :ts OR (COALESCE(timestamp, '') = :ts AND id < :id))"
+    jax = f" AND NOT ({same_sql('jax_version', ':jax', conn.dialect.name)})" if other_jax else ""
+    sql = (f"SELECT * FROM compile_records WHERE cache_state = '{WARM}' AND {ok_sql()} AND {same} AND {older}"
+           f" AND cache_dir IS NOT NULL AND cache_dir <> ''{jax} ORDER BY COALESCE(timestamp, '') DESC, id DESC LIMIT 1")
+    params = {f: row[f] for f in LINEAGE} | {"ts": row["timestamp"] or "", "id": row["id"], "jax": row["jax_version"]}
+    found = conn.execute(sa.text(sql), params).mappings().first()
+    return dict(found) if found else None
+
+
+def _head(row: dict) -> list[str]:
+    from ledger.watch.pins import describe_key
+
+    return [f"row {row['id']}: {row['cache_state']}, compile_s {row['compile_s']:.4g}, tag {row['tag']}, {row['timestamp']}",
+            f"cell: {describe_key(row)}, cache dir {row['cache_dir'] or '(none)'}"]
+
+
+def explain_none(conn, row: dict) -> Told:
+    """A row without a cache dir: cache-off if its cell was warm under one before."""
+    warm = _last_warm(conn, row, other_jax=False)
+    if warm is None:
+        return Told([*_head(row), ("no cache dir, and no earlier warm row of this cell: the persistent cache was"
+                                   " not in play, and nothing shows it ever was")])
+    return Told([*_head(row), (f"last warm row before it: row {warm['id']}, compile_s {warm['compile_s']:.4g},"
+                               f" cache dir {warm['cache_dir']}, {warm['timestamp']}"),
+                 (f"cause: {CACHE_OFF}: no cache dir on this compile; the cell was warm under cache dir"
+                  f" {warm['cache_dir']} (last warm row {warm['id']})")])
+
+
+def explain_first_cold(conn, row: dict) -> Told | None:
+    """A cold row with no earlier warm row in its cache cell: a jax bump's first
+    compile, or one of a cell's cold runs that never reuse the cache; None when it
+    is simply the first compile into its cache dir."""
+    colds = [r for r in cold_rows(conn, row) if (r["timestamp"] or "", r["id"]) <= (row["timestamp"] or "", row["id"])]
+    old = _last_warm(conn, row, other_jax=True)
+    if len(colds) >= 2:
+        cause, fails = not_reused_cause(colds)
+        verdict = CACHE_NOT_REUSED if old is None else WENT_COLD
+        if old is not None:
+            cause += f" (warm before under jax {old['jax_version']}, last warm row {old['id']})"
+        return Told([*_head(row), f"cause: {verdict}: {cause}",
+                     "this fails the check" if fails else "this is reported and does not fail the check"])
+    if old is not None:
+        was = old["jax_version"]
+        return Told([*_head(row), (f"cause: {JAX_CHANGED}: jax {was} → {row['jax_version']}: the first compile"
+                                   f" under the new jax is cold, as expected (last warm row {old['id']} under jax {was})")])
+    return None
