@@ -22,29 +22,37 @@ app = typer.Typer(help="A grid of probe cells: run here, or as a SLURM job array
 SpecArg = Annotated[Path, typer.Argument(help="The sweep spec (TOML; see the README).")]
 SweepArg = Annotated[str, typer.Argument(help="The sweep's directory, or its id under --dir.")]
 DirOpt = Annotated[Path, typer.Option("--dir", help="Where sweep directories go.")]
+# No envvar= nor min/max here: spec.max_tasks reads LEDGER_SWEEP_MAX_TASKS itself and
+# refuses a value out of range in one line, naming where it came from.
+MaxTasksOpt = Annotated[int | None, typer.Option(
+    "--max-tasks", help="Refuse a sweep of more tasks (else $LEDGER_SWEEP_MAX_TASKS, else 10000; at most 100000).")]
 
 
 @app.command("plan")
-def plan_cmd(spec: SpecArg) -> None:
+def plan_cmd(spec: SpecArg, max_tasks: MaxTasksOpt = None) -> None:
     """Print the sweep's tasks and its size; run nothing."""
     from ledger.output import format_table
-    from ledger.sweep.spec import load
+    from ledger.sweep.spec import VALUE_SHOWN, cut, load
 
-    sweep = load(spec)
+    sweep = load(spec, max_tasks)
     tasks = sweep.tasks()
     typer.echo(format_table(["task", "objective", "cell", "repeat"],
-                            [[t.index, t.objective, _cell(t.cell), t.repeat] for t in tasks]), nl=False)
+                            [[t.index, cut(t.objective, VALUE_SHOWN), _cell(t.cell), t.repeat] for t in tasks]),
+               nl=False)
     typer.echo(f"{len(tasks)} tasks x {sweep.rows_per_task()} rows ({', '.join(sweep.transforms)}"
                f"{', cold and warm' if sweep.cold_warm else ''}) = {len(tasks) * sweep.rows_per_task()} rows")
 
 
 def _cell(cell: dict) -> str:
-    return " ".join(f"{k}={v}" for k, v in cell.items()) or "-"
+    from ledger.sweep.spec import VALUE_SHOWN, cut
+
+    # each value cut short: a plan of 10^4 tasks of a 100k value stays a few MB
+    return " ".join(f"{k}={cut(str(v), VALUE_SHOWN)}" for k, v in cell.items()) or "-"
 
 
 @app.command("run")
 def run_cmd(spec: SpecArg, jobs: Annotated[int, typer.Option("-j", "--jobs", min=1, help="Tasks at once.")] = 1,
-            root: DirOpt = Path("sweeps"), db: DbOpt = None) -> None:
+            root: DirOpt = Path("sweeps"), db: DbOpt = None, max_tasks: MaxTasksOpt = None) -> None:
     """Run every task here, one probe process each, into the ledger (--db)."""
     from ledger.storage.url import resolve
     from ledger.sweep import local
@@ -53,7 +61,7 @@ def run_cmd(spec: SpecArg, jobs: Annotated[int, typer.Option("-j", "--jobs", min
 
     target = resolve(db)
     where = {"kind": LEDGER_FILE, "path": str(target.path)} if target.path else {"kind": FROM_ENV, "path": None}
-    loaded = load(spec)
+    loaded = load(spec, max_tasks)
     if loaded.setup:
         typer.echo("the spec's setup lines are for SLURM jobs: a sweep run here runs in this shell's environment")
     from ledger.storage.open import open_ledger
@@ -133,14 +141,14 @@ def submit_cmd(
     mem: MemOpt = None, gpus: GpusOpt = None, account: AccountOpt = None, qos: QosOpt = None,
     constraint: ConstraintOpt = None, max_parallel: MaxParallelOpt = None, sbatch_arg: SbatchArgOpt = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the script; make and submit nothing.")] = False,
-    root: DirOpt = Path("sweeps"), db: DbOpt = None,
+    root: DirOpt = Path("sweeps"), db: DbOpt = None, max_tasks: MaxTasksOpt = None,
 ) -> None:
     """One SLURM job array, one task per cell, each a `ledger probe` into the ledger."""
     from ledger.sweep import slurm
     from ledger.sweep.spec import load
     from ledger.sweep.store import FROM_ENV, make, new
 
-    loaded = load(spec)
+    loaded = load(spec, max_tasks)
     target, where, env = _tasks_ledger(db)
     options = _sbatch_options(partition=partition, time=time, cpus_per_task=cpus_per_task, mem=mem, gpus=gpus,
                               account=account, qos=qos, constraint=constraint, max_parallel=max_parallel,

@@ -20,12 +20,23 @@ spec is loaded, so a bad objective or batch shape fails before anything is queue
 
 The spec's name is its file's stem. It becomes the sweep id, a directory name and the
 SLURM job name, so it is held to a small charset here, where it enters.
+
+A sweep's size is capped (max_tasks): every task is an object in memory, a line of
+`plan`, a row of `status` and a job array index. The count is multiplied out from the
+sizes (objectives x grid cells x repeats, Python ints) before a single task is made,
+so a grid of 10^6 cells or `repeats = 10**20` is refused at once, in one line. Whole
+numbers are held to 1..WHOLE_MAX (a 2**64 never reaches the probe or the database).
+The spec file itself must be a regular file of at most SPEC_MAX_BYTES, and what it is
+is asked before it is opened (a FIFO would block, /dev/zero never end).
 """
 
 from __future__ import annotations
 
 import itertools
+import math
+import os
 import re
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +59,13 @@ NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
 # trailing backslash (it would join the next line); and a sane size.
 SETUP_MAX_LINES, SETUP_MAX_CHARS = 64, 4096
 _LINE_BREAK = re.compile("[\x00\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+# The task cap: --max-tasks, else $LEDGER_SWEEP_MAX_TASKS, else the default; never over
+# the ceiling (a sweep.json read back is held to the ceiling, so a sweep made under a
+# raised cap still opens). 10^5 tasks are ~100 MB as objects and a 6 MB plan.
+MAX_TASKS_DEFAULT, MAX_TASKS_CEILING, MAX_TASKS_ENV = 10_000, 100_000, "LEDGER_SWEEP_MAX_TASKS"
+WHOLE_MAX = 2**31 - 1  # repeats, steady_calls, n_batch, batch_size
+SPEC_MAX_BYTES = 2**20  # a spec is a few lines; 1 MiB is a generous ceiling, not a disk image
+VALUE_SHOWN = 60  # characters of a value a table or message shows
 
 
 @dataclass(frozen=True)
@@ -58,8 +76,11 @@ class Task:
     repeat: int
 
     def label(self) -> str:
-        parts = [self.objective, *(f"{v}" if k in ("dataset_class", "instrument", "model_type") else f"{k}={v}"
-                                   for k, v in self.cell.items())]
+        """The task in a few words, for tables and messages: each value cut short (a
+        100k value in the grid stays a line, and 10^4 tasks a readable table)."""
+        parts = [cut(self.objective, VALUE_SHOWN), *(
+            cut(str(v), VALUE_SHOWN) if k in ("dataset_class", "instrument", "model_type") else f"{k}={v}"
+            for k, v in self.cell.items())]
         return " ".join(parts) + (f" #{self.repeat}" if self.repeat else "")
 
 
@@ -74,6 +95,10 @@ class SweepSpec:
     cache: str
     grid: dict
     setup: tuple[str, ...] = ()
+
+    def task_count(self) -> int:
+        """How many tasks, multiplied out, never made (a Python int: no overflow)."""
+        return len(self.objectives) * math.prod(len(v) for v in self.grid.values()) * self.repeats
 
     def tasks(self) -> list[Task]:
         names = list(self.grid)
@@ -108,6 +133,8 @@ def _values(name: str, value, kind: type) -> list:
         # bool is an int to Python, never to a spec
         if not isinstance(v, kind) or (kind is int and isinstance(v, bool)):
             raise LedgerError(f"{name} = {shown(v)}: expected {kind.__name__} values")
+        if kind is int and not 1 <= v <= WHOLE_MAX:
+            raise LedgerError(f"{name} = {shown(v)}: a whole number, " + ("at least 1" if v < 1 else f"at most {WHOLE_MAX}"))
     return values
 
 
@@ -122,9 +149,11 @@ def _one(data: dict, name: str, kind: type, default):
 
 
 def _cache_policy(value) -> str:
-    if value in CACHE_POLICIES or (isinstance(value, str) and Path(value).is_absolute()):
+    if value in CACHE_POLICIES or (isinstance(value, str) and Path(value).is_absolute()
+                                   and not _LINE_BREAK.search(value) and len(value) <= 4096):
         return value
-    raise LedgerError(f"cache = {shown(value)}: use one of {', '.join(CACHE_POLICIES)} or an absolute path")
+    raise LedgerError(f"cache = {shown(value)}: use one of {', '.join(CACHE_POLICIES)} or an absolute path "
+                     f"(one line, at most 4096 characters)")
 
 
 def shown(value, limit: int = 60) -> str:
@@ -155,9 +184,33 @@ def check_setup(lines: list[str]) -> tuple[str, ...]:
     return tuple(lines)
 
 
-def from_dict(data: dict, name: str, *, check_tasks: bool = True) -> SweepSpec:
-    """The spec of `data` (a TOML table), every value checked; each task as its probe
-    would be unless `check_tasks` is false (a saved spec: checked when it was made)."""
+def max_tasks(given: int | None = None) -> int:
+    """The task cap: `given` (--max-tasks), else $LEDGER_SWEEP_MAX_TASKS, else the default."""
+    where = "--max-tasks"
+    if given is None:
+        text = os.environ.get(MAX_TASKS_ENV, "").strip()
+        if not text:
+            return MAX_TASKS_DEFAULT
+        where, given = MAX_TASKS_ENV, int(text) if re.fullmatch(r"[0-9]{1,7}", text) else text
+    if type(given) is not int or not 1 <= given <= MAX_TASKS_CEILING:
+        raise LedgerError(f"{where} {shown(given)}: a whole number from 1 to {MAX_TASKS_CEILING}")
+    return given
+
+
+def check_size(spec: SweepSpec, cap: int) -> None:
+    count = spec.task_count()
+    if count > cap:
+        cells = math.prod(len(v) for v in spec.grid.values())
+        way = (f"or split it: no sweep has more than {MAX_TASKS_CEILING}" if count > MAX_TASKS_CEILING else
+               f"or raise the cap with --max-tasks or {MAX_TASKS_ENV} (at most {MAX_TASKS_CEILING})")
+        raise LedgerError(f"the sweep has {count} tasks ({len(spec.objectives)} objective(s) x {cells} grid cell(s)"
+                          f" x {spec.repeats} repeat(s)), over the cap of {cap}: make the grid smaller, {way}")
+
+
+def from_dict(data: dict, name: str, *, check_tasks: bool = True, cap: int | None = None) -> SweepSpec:
+    """The spec of `data` (a TOML table), every value checked, at most `cap` tasks
+    (default: max_tasks()); each task as its probe would be unless `check_tasks` is
+    false (a saved spec: checked when it was made)."""
     check_name(name)
     grid = data.get("grid", {})
     if not isinstance(grid, dict):
@@ -166,34 +219,77 @@ def from_dict(data: dict, name: str, *, check_tasks: bool = True) -> SweepSpec:
     if unknown:
         raise LedgerError(f"unknown sweep setting {shown(unknown[0])}: use {', '.join(TOP_FIELDS)}; "
                           f"[grid] takes {', '.join(GRID_FIELDS)}")
-    from probes import ProbeError, parse_transforms
+    from probes import TRANSFORMS, ProbeError, parse_transforms
 
+    names = _values("transforms", data.get("transforms", "all"), str)
+    given = sum(bool(n.strip()) for n in names)
+    if given > len(TRANSFORMS):  # one is given twice (parse_transforms's check of that is quadratic)
+        raise LedgerError(f"transforms: {given} given, but there are {len(TRANSFORMS)}: "
+                          f"{', '.join(TRANSFORMS)}")
     try:
-        transforms = tuple(parse_transforms(_values("transforms", data.get("transforms", "all"), str)))
+        transforms = tuple(parse_transforms(names))
     except ProbeError as exc:
         raise LedgerError(str(exc)) from None
     repeats = _one(data, "repeats", int, 1)
-    if repeats < 1:
-        raise LedgerError(f"repeats = {repeats!r}: a whole number, at least 1")
     spec = SweepSpec(name=name, objectives=tuple(_values("objectives", data.get("objectives", ["toy"]), str)),
                      transforms=transforms, repeats=repeats, cold_warm=_one(data, "cold_warm", bool, False),
                      steady_calls=_one(data, "steady_calls", int, None),
                      cache=_cache_policy(_one(data, "cache", str, "per-task")),
                      setup=check_setup(_values("setup", data["setup"], str) if data.get("setup", []) != [] else []),
                      grid={k: _values(f"grid.{k}", v, GRID_TYPES[k]) for k, v in grid.items()})
+    check_size(spec, max_tasks() if cap is None else cap)  # before a single task is made
     for task in spec.tasks() if check_tasks else ():
         check_task(spec, task)
     return spec
 
 
-def load(path: Path) -> SweepSpec:
+def load(path: Path, cap: int | None = None) -> SweepSpec:
+    """The spec in the file at `path`, of at most `cap` tasks (default: max_tasks())."""
+    cap = max_tasks(cap)  # a bad cap is refused before the file is read
+    text = read_small_file(path, SPEC_MAX_BYTES, "a sweep spec")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise LedgerError(f"cannot read {path}: {exc.strerror or exc}") from None
+        data = tomllib.loads(text.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise LedgerError(f"{path}: not a sweep spec (TOML): {exc}") from None
-    return from_dict(data, path.stem)
+    except RecursionError:
+        raise LedgerError(f"{path}: not a sweep spec (TOML): nested too deep") from None
+    return from_dict(data, path.stem, cap=cap)
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def read_small_file(path: Path, max_bytes: int, what: str) -> bytes:
+    """The bytes of the regular file at `path` (a symlink followed), at most
+    `max_bytes`, else one line saying what it is. What it is, is asked before it is
+    opened (opening a FIFO blocks), and again of what was opened (O_NONBLOCK: a FIFO
+    swapped in meanwhile does not block either)."""
+    try:
+        _regular(path, os.stat(path), max_bytes, what)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise LedgerError(f"no such file: {path}") from None
+    except OSError as exc:
+        raise LedgerError(f"cannot read {path}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as f:
+        _regular(path, os.fstat(fd), max_bytes, what)
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:  # it grew since
+        raise LedgerError(f"{path} is over {_size(max_bytes)}: {what} is at most that")
+    return data
+
+
+def _regular(path: Path, st: os.stat_result, max_bytes: int, what: str) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
+        raise LedgerError(f"{path} is {kind}: {what} is read only from a regular file")
+    if st.st_size > max_bytes:
+        raise LedgerError(f"{path} is {st.st_size} bytes, over {_size(max_bytes)}: {what} is at most that")
+
+
+def _size(n: int) -> str:
+    return f"{n // 2**20} MiB" if n % 2**20 == 0 else f"{n} bytes"
 
 
 def probe_options(spec: SweepSpec, task: Task, cache_dir: str | None) -> dict:
@@ -211,4 +307,10 @@ def check_task(spec: SweepSpec, task: Task) -> None:
     try:
         ProbeSpec.make(**probe_options(spec, task, None))
     except (ProbeError, TypeError, ValueError) as exc:
-        raise LedgerError(f"task {task.index} ({task.label()}): {exc}") from None
+        # the label and the probe's message may quote a 100k value: each cut short
+        raise LedgerError(f"task {task.index} ({cut(task.label(), 120)}): {cut(str(exc), 300)}") from None
+
+
+def cut(text: str, limit: int) -> str:
+    """`text` as a table or message shows it: at most `limit` characters, and '...'."""
+    return text if len(text) <= limit else text[:limit] + "..."

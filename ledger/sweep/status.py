@@ -107,9 +107,10 @@ def _ran_and_failed(state: TaskState, log: Path) -> None:
     state.detail = error if state.exit_code is None else f"exit code {state.exit_code}: {error}"
 
 
-def _submission_of(sweep: Sweep, index: int) -> dict | None:
-    subs = [s for s in sweep.submissions if index in s["tasks"]]
-    return subs[-1] if subs else None
+def _latest_submissions(sweep: Sweep) -> dict[int, dict]:
+    """{task index: the latest submission that ran it}, made once (a lookup per task
+    of every submission's list was quadratic: 100 s at the task cap's ceiling)."""
+    return {index: s for s in sweep.submissions for index in s["tasks"]}
 
 
 def _failure(row: dict) -> str:
@@ -141,10 +142,10 @@ def task_states(sweep: Sweep, db: str | None = None) -> list[TaskState]:
     rows = rows_by_task(sweep, db)
     queued = slurm.queue([s["job_id"] for s in sweep.submissions])
     expected = sweep.spec.rows_per_task()
-    out = []
+    out, latest = [], _latest_submissions(sweep)
     for task in sweep.tasks:
         state = TaskState(task.index, task.label(), MISSING)
-        submission = _submission_of(sweep, task.index)
+        submission = latest.get(task.index)
         state.job_id = job = submission["job_id"] if submission else None
         run_job = job if sweep.mode == "slurm" else None
         log, exit_file = sweep.log(task.index, run_job), sweep.exit_file(task.index, run_job)

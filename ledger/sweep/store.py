@@ -9,11 +9,17 @@ from any shell, on any node that sees the directory.
                         and beside it the run's exit code (<log name>.exit)
         db/             per-task ledgers (task-<i>.db), when tasks do not share one ledger
         cache/          JAX cache dirs (per-task: task-<i>; shared: shared)
+
+sweep.json is read back as carefully as a spec is: a regular file of at most
+SWEEP_FILE_MAX_BYTES (asked before it is opened: a FIFO would block), JSON of the shape
+save() writes, its spec checked again and held to the task cap's ceiling (a sweep made
+under a raised --max-tasks still opens; a hand-edited `repeats` of 10^8 does not).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import shlex
 import time
@@ -22,9 +28,21 @@ from functools import cached_property
 from pathlib import Path
 
 from ledger.errors import LedgerError
-from ledger.sweep.spec import SweepSpec, Task, from_dict
+from ledger.sweep.spec import (
+    MAX_TASKS_CEILING,
+    SweepSpec,
+    Task,
+    from_dict,
+    read_small_file,
+    shown,
+)
 
 DEFAULT_ROOT = "sweeps"
+# The spec, where rows go and each submission's task list: at the task cap's ceiling
+# (10^5 tasks) a submission is about 1 MB of JSON, so this leaves room for resumes.
+SWEEP_FILE_MAX_BYTES = 16 * 2**20
+# A sweep id as new_id makes it: the spec's name (spec.NAME), a time and a token.
+_SWEEP_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}")
 # Where a sweep's tasks write: one ledger file each in db/ (merged afterwards with
 # `ledger merge`), or the ledger named by LEDGER_DB in the task's environment (a
 # server), or a given ledger file (local runs).
@@ -112,18 +130,21 @@ def create(root: Path, spec: SweepSpec, mode: str, db: dict) -> Sweep:
 def open_sweep(value: str, root: Path | None = None) -> Sweep:
     """A sweep by its directory, or by its id under `root` (./sweeps)."""
     candidates = [Path(value), (root or Path(DEFAULT_ROOT)) / value]
-    directory = next((c for c in candidates if (c / "sweep.json").is_file()), None)
+    # exists, not is_file: a sweep.json that is a FIFO or a directory is named as such below
+    directory = next((c for c in candidates if (c / "sweep.json").exists()), None)
     if directory is None:
-        raise LedgerError(f"no sweep {value!r}: give its directory, or its id under {root or DEFAULT_ROOT}/")
+        raise LedgerError(f"no sweep {shown(value)}: give its directory, or its id under {root or DEFAULT_ROOT}/")
     path = directory / "sweep.json"
+    raw = read_small_file(path, SWEEP_FILE_MAX_BYTES, "a sweep file")
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
-        return Sweep(directory.resolve(), _text(data["sweep_id"]), _spec(data["spec"]), _mode(data["mode"]),
-                     _where(data["db"]), _submissions(data.get("submissions", [])), _dict(data.get("slurm", {})))
-    except OSError as exc:
-        raise LedgerError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        # ValueError covers UnicodeDecodeError and JSONDecodeError
+        data = json.loads(raw.decode("utf-8"))
+        sweep_id, spec = _id(data["sweep_id"]), _spec(data["spec"])
+        return Sweep(directory.resolve(), sweep_id, spec, _mode(data["mode"]),
+                     _where(data["db"]), _submissions(data.get("submissions", []), spec.task_count()),
+                     _dict(data.get("slurm", {})))
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        # ValueError covers UnicodeDecodeError and JSONDecodeError; RecursionError, JSON
+        # nested deeper than the parser goes
         raise LedgerError(f"{path}: not a sweep file ({type(exc).__name__}: {exc})") from None
     except LedgerError as exc:
         raise LedgerError(f"{path}: not a sweep file ({exc})") from None
@@ -137,6 +158,19 @@ def _text(value) -> str:
     return value
 
 
+def _line(value) -> str:
+    """One line of text (a path: no line break, no NUL)."""
+    if "\x00" in _text(value) or value.splitlines() != [value]:
+        raise ValueError(f"{shown(value)}: expected one line of text")
+    return value
+
+
+def _id(value) -> str:
+    if not _SWEEP_ID.fullmatch(_text(value)):
+        raise ValueError(f"sweep_id {shown(value)}")
+    return value
+
+
 def _dict(value) -> dict:
     if not isinstance(value, dict):
         raise TypeError(f"expected an object, got {type(value).__name__}")
@@ -145,26 +179,28 @@ def _dict(value) -> dict:
 
 def _mode(value) -> str:
     if value not in ("local", "slurm"):
-        raise ValueError(f"mode {value!r}")
+        raise ValueError(f"mode {shown(value)}")
     return value
 
 
 def _where(value) -> dict:
     if _dict(value).get("kind") not in (PER_TASK, FROM_ENV, LEDGER_FILE):
-        raise ValueError(f"db kind {value.get('kind')!r}")
+        raise ValueError(f"db kind {shown(value.get('kind'))}")
     for key in ("path", "merge_into"):
         if value.get(key) is not None:
-            _text(value[key])
+            _line(value[key])
     return value
 
 
-def _submissions(value) -> list[dict]:
+def _submissions(value, count: int) -> list[dict]:
+    """Each a job id (digits) and the indices of the `count` tasks it ran."""
     if not isinstance(value, list):
         raise TypeError("submissions: expected a list")
     for s in value:
-        if not (_text(_dict(s)["job_id"]).isdigit() and isinstance(s["tasks"], list)
-                and all(type(t) is int for t in s["tasks"])):
-            raise ValueError(f"submission {s!r}")
+        job = _text(_dict(s)["job_id"])
+        if not (job.isascii() and job.isdigit() and len(job) <= 20 and isinstance(s["tasks"], list)
+                and all(type(t) is int and 0 <= t < count for t in s["tasks"])):
+            raise ValueError(f"submission {shown(s)}")
     return value
 
 
@@ -172,4 +208,4 @@ def _spec(saved) -> SweepSpec:
     # a saved spec was checked when the sweep was made: its values are checked again,
     # its tasks are not (that would import every objective)
     fields = {k: v for k, v in _dict(saved).items() if k != "name" and v is not None}
-    return from_dict(fields, _text(saved["name"]), check_tasks=False)
+    return from_dict(fields, _text(saved["name"]), check_tasks=False, cap=MAX_TASKS_CEILING)
