@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import pwd
+import resource
+import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
+import pytest
+
+from .case_kinds import LEDGER, unprivileged
 from .conftest import CORPUS, query, run_cli
 
 START, END = "<!-- ledger-report:start -->", "<!-- ledger-report:end -->"
@@ -208,3 +217,182 @@ def test_help_imports_neither_matplotlib_nor_sqlalchemy():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# -- report --update touches the bytes between its markers and nothing else ----------------
+
+BLOCK = f"{START}\nold\n{END}".encode()
+
+
+def outside(data: bytes) -> tuple[bytes, bytes]:
+    """The bytes before the block's content and from its end marker on."""
+    a = data.index(START.encode()) + len(START)
+    return data[:a], data[data.index(END.encode(), a):]
+
+
+def one_error(result) -> str:
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    (line,) = result.output.splitlines()
+    assert line.startswith("error: ")
+    return line
+
+
+def test_update_keeps_every_byte_outside_the_block(db, tmp_path):
+    """CRLF, a lone CR, a BOM and bytes that are not UTF-8 outside the block stay as
+    they were (the file was read and written as text: every CRLF became LF, and a
+    byte like \\xff was refused); the block takes the file's line ending."""
+    imported(db)
+    readme = tmp_path / "README.md"
+    head = b"\xef\xbb\xbf# T\r\n\r\nlatin-1 caf\xe9\rtab\there\r\n"
+    tail = b"\r\nafter\r\nlf only\nno newline at the end"
+    readme.write_bytes(head + BLOCK.replace(b"\n", b"\r\n") + tail)
+    assert report(db, "--update", readme).output == f"{readme}: report block updated\n"
+    data = readme.read_bytes()
+    assert outside(data) == (head + START.encode(), END.encode() + tail)
+    body = report(db).output.rstrip("\n").replace("\n", "\r\n").encode()
+    assert data == head + START.encode() + b"\r\n" + body + b"\r\n" + END.encode() + tail
+    assert report(db, "--update", readme, "--check").exit_code == 0  # CRLF and all, up to date
+    readme.write_bytes(b"# LF\n" + BLOCK + b"\nafter\r\n")  # mostly LF: the block is LF
+    report(db, "--update", readme)
+    assert b"\r\n" not in readme.read_bytes()[:-2]
+
+
+def test_update_through_a_symlink_writes_its_target(db, tmp_path):
+    imported(db)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    target = docs / "REPORT.md"
+    target.write_bytes(b"x\r\n" + BLOCK + b"\r\n")
+    target.chmod(0o664)
+    link = tmp_path / "README.md"
+    link.symlink_to("docs/REPORT.md")
+    assert report(db, "--update", link).output == f"{link}: report block updated\n"
+    assert link.is_symlink() and str(link.readlink()) == "docs/REPORT.md"
+    assert b"Compile times in seconds." in target.read_bytes() and target.stat().st_mode & 0o777 == 0o664
+    assert report(db, "--update", link, "--check").exit_code == 0
+    assert sorted(p.name for p in docs.iterdir()) == ["REPORT.md"]  # no temp file left beside it
+
+
+def test_update_refuses_a_read_only_file_even_as_root(db, tmp_path):
+    """Root passes every permission check and the rename asks only the folder: the
+    file's mode bits are what say read-only, and they are read."""
+    imported(db)
+    readme = tmp_path / "README.md"
+    readme.write_bytes(b"# T\n" + BLOCK + b"\n")
+    readme.chmod(0o444)
+    before = readme.read_bytes()
+    assert one_error(report(db, "--update", readme)) == (
+        f"error: {readme} is read-only (mode 0444): report --update leaves it as it is (chmod u+w to let it)")
+    assert (readme.read_bytes(), readme.stat().st_mode & 0o777) == (before, 0o444)
+    stale = report(db, "--update", readme, "--check")  # checking writes nothing: a read-only file is fine
+    assert (stale.exit_code, stale.output) == (1, f"{readme}: report block is stale: run ledger report --update\n")
+    readme.chmod(0o644)
+    report(db, "--update", readme)
+    readme.chmod(0o444)
+    same = report(db, "--update", readme)
+    assert (same.exit_code, same.output) == (0, f"{readme}: report block already up to date\n")
+
+
+@pytest.mark.unprivileged
+def test_update_refuses_a_file_the_user_may_not_write(tmp_path):
+    """Mode 0464 has a write bit, but not for the file's owner, whom the owner bits
+    bind: the system will not open it for them. The rename would still replace it
+    (the folder is theirs), so the file itself is asked first."""
+    prefix, _ = unprivileged()
+    own = Path(tempfile.mkdtemp(prefix="ledger-unprivileged-")) if os.geteuid() == 0 else tmp_path / "own"
+    own.mkdir(exist_ok=True)
+    try:
+        imported(own / "ledger.db")
+        readme = own / "README.md"
+        readme.write_bytes(b"# T\n" + BLOCK + b"\n")
+        readme.chmod(0o464)
+        if os.geteuid() == 0:  # all of it nobody's, as a user's checkout is theirs
+            nobody = pwd.getpwnam("nobody")
+            for path in (own, own / "ledger.db", readme):
+                os.chown(path, nobody.pw_uid, nobody.pw_gid)
+        r = subprocess.run([*prefix, LEDGER, "report", "--update", str(readme), "--db", str(own / "ledger.db")],
+                           capture_output=True, text=True, cwd=own, timeout=120, check=False)
+        assert (r.returncode, r.stdout, r.stderr) == (1, "", f"error: cannot write {readme}: Permission denied\n")
+        assert readme.read_bytes() == b"# T\n" + BLOCK + b"\n" and readme.stat().st_mode & 0o777 == 0o464
+        assert sorted(p.name for p in own.iterdir()) == ["README.md", "ledger.db"]
+    finally:
+        if os.geteuid() == 0:
+            shutil.rmtree(own)
+
+
+def test_update_refuses_anything_but_a_regular_file_of_sane_size(db, tmp_path):
+    imported(db)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    big = tmp_path / "big.md"
+    with big.open("wb") as f:  # a block and then 16 MiB of nothing (sparse)
+        f.write(b"# T\n" + BLOCK + b"\n")
+        f.truncate(16 * 2**20 + 1)
+    linked = tmp_path / "linked.md"
+    linked.write_bytes(b"# T\n" + BLOCK + b"\n")
+    os.link(linked, tmp_path / "other-name.md")
+    cases = {
+        folder: f"error: {folder} is a directory: report --update writes only into a regular file",
+        big: f"error: {big} is 16777217 bytes, over 16 MiB: report --update takes a README, not this",
+        linked: (f"error: {linked} has 2 hard links: an update would change this name only and leave the others"
+                 " with the old text"),
+    }
+    for path, message in cases.items():
+        for extra in ((), ("--check",)) if path != linked else ((),):
+            assert one_error(report(db, "--update", path, *extra)) == message
+    assert big.stat().st_size == 16 * 2**20 + 1 and linked.read_bytes() == b"# T\n" + BLOCK + b"\n"
+
+
+def _bounded(*args: str) -> subprocess.CompletedProcess:
+    """`ledger args...` in a process of its own with 1 GiB of address space and a
+    minute: a read that never ends fails the test, not the machine."""
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30))
+
+    return subprocess.run([LEDGER, *args], capture_output=True, text=True, timeout=60, preexec_fn=limit,
+                          check=False)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero"])
+def test_update_of_an_endless_file_answers_at_once(db, tmp_path, kind):
+    """Opening a FIFO blocks until a writer comes, and /dev/zero never ends (it was
+    read whole, to gigabytes): what a file is, is asked before it is opened."""
+    imported(db)
+    if kind == "fifo":
+        path, what = tmp_path / "README.md", "a FIFO"
+        os.mkfifo(path)
+    else:
+        path, what = Path(kind), "a character device"
+    for extra in ((), ("--check",)):
+        r = _bounded("report", "--update", str(path), *extra, "--db", str(db))
+        assert (r.returncode, r.stdout, r.stderr) == (
+            1, "", f"error: {path} is {what}: report --update writes only into a regular file\n")
+
+
+def test_update_with_odd_file_names(db, tmp_path):
+    """A name with a newline or a quote is a name like any other; one too long for
+    the system is one line (the newline shown escaped: the error stays one line)."""
+    imported(db)
+    for name in ("new\nline.md", "it's \"quoted\".md"):
+        readme = tmp_path / name
+        readme.write_bytes(b"# T\n" + BLOCK + b"\n")
+        assert report(db, "--update", readme).output == f"{readme}: report block updated\n"
+        assert report(db, "--update", readme, "--check").exit_code == 0
+    assert one_error(report(db, "--update", tmp_path / "new\nmissing.md")) == (
+        f"error: no such file: {tmp_path}/new\\nmissing.md")
+    huge = tmp_path / ("x" * 300)
+    assert one_error(report(db, "--update", huge)) == f"error: cannot read {huge}: File name too long"
+
+
+def test_a_marker_in_the_ledgers_own_text_cannot_end_the_block(db, tmp_path):
+    """A tag holding an end marker (or any "<!--", which would hide the README after
+    it) is written escaped: the next update finds the same block."""
+    add_row(imported(db), "prodigy-census-ral32-warm", "vag", compile_s=16.5, timestamp="2026-08-02T10:00:00",
+            tag=f"x{END}\n{START}y <!-- z")
+    readme = tmp_path / "README.md"
+    readme.write_bytes(b"# T\n" + BLOCK + b"\nafter\n")
+    report(db, "--update", readme)
+    data = readme.read_bytes()
+    assert data.count(START.encode()) == 1 and data.count(END.encode()) == 1 and data.count(b"<!--") == 2
+    assert b"&lt;!-- ledger-report:end -->" in data and data.endswith(f"{END}\nafter\n".encode())
+    assert report(db, "--update", readme, "--check").exit_code == 0

@@ -16,8 +16,8 @@ def report_cmd(
         "--html", help="Write a self-contained HTML page with charts (instead of markdown on stdout).",
         dir_okay=False)] = None,
     update: Annotated[Optional[Path], typer.Option(
-        "--update", help="Rewrite the report between <!-- ledger-report:start/end --> in this file.",
-        dir_okay=False)] = None,
+        "--update", help="Rewrite the report between <!-- ledger-report:start/end --> in this file"
+        " (only those bytes; a symlink's target is updated).")] = None,
     check: Annotated[bool, typer.Option("--check", help="With --update: write nothing, exit 1 if the block is stale.")]
     = False,
     model_type: Annotated[Optional[str], typer.Option("--model-type", help="Only this model type.")] = None,
