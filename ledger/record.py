@@ -124,7 +124,13 @@ STATUS_OK, STATUS_FAILED = "ok", "failed"
 # key because hardware alone ('local_cpu') pools a laptop with a 32-core node, and
 # host load alone has moved one compile 7x. Nothing compares across keys.
 HOST_KEY_FIELDS = ("hardware", "hostname", "jax_version", "mixed_precision", "cache_state")
-CELL_FIELDS = ("dataset_class", "model_type", "instrument", "transform")
+# The cell holds everything that changes the compiled program: what was probed, the
+# transform, and the batch shape the probe and a sweep's grid vary (n_batch and
+# batch_size; mixed_precision, the grid's other builder input, is in the host key).
+# Without the shape, a sweep over n_batch 4 and 8 pinned one of them and hid the other.
+CELL_FIELDS = ("dataset_class", "model_type", "instrument", "transform", "n_batch", "batch_size")
+# The cell's columns that are its batch shape, as people read them.
+SHAPE_FIELDS = ("n_batch", "batch_size")
 COMPARABILITY_KEY = (*HOST_KEY_FIELDS, *CELL_FIELDS)
 # What a cold row and a warm row of the same key share: the report shows them side by
 # side, and a cache cell (this plus cache_dir) is where a cache went cold.

@@ -63,7 +63,7 @@ def test_new_key_is_pinned_from_its_newest_warm_row(db, tmp_path):
                    rec(compile_s=2.2, timestamp="2026-07-02T10:00:00", tag="newer"))
     result = run_cli("pins", "update", "--db", db)
     assert result.output == (
-        f"new     local_cpu/node1 jax 0.10.2 imaging/mge/hst jit: row {new} 2.2s (newer, 2026-07-02T10:00:00)\n"
+        f"new     local_cpu/node1 jax 0.10.2 imaging/mge/hst jit (n_batch 1, batch_size 1): row {new} 2.2s (newer, 2026-07-02T10:00:00)\n"
         "1 pins: 1 new, 0 repinned, 0 unchanged\n"
     )
     assert pins_of(db) == [("mge", new, 2.2)]
@@ -93,8 +93,8 @@ def test_repin_moves_every_pin_and_keeps_history(db, tmp_path):
     result = run_cli("pins", "update", "--repin", "--db", db)
     assert result.exit_code == 0
     assert result.output.splitlines() == [
-        f"repin   local_cpu/node1 jax 0.10.2 imaging/a/hst jit: row {a1} 2s -> row {a2} 3s (t, 2026-07-09T00:00:00)",
-        f"repin   local_cpu/node1 jax 0.10.2 imaging/b/hst jit: row {b1} 2s -> row {b2} 4s (t, 2026-07-09T00:00:00)",
+        f"repin   local_cpu/node1 jax 0.10.2 imaging/a/hst jit (n_batch 1, batch_size 1): row {a1} 2s -> row {a2} 3s (t, 2026-07-09T00:00:00)",
+        f"repin   local_cpu/node1 jax 0.10.2 imaging/b/hst jit (n_batch 1, batch_size 1): row {b1} 2s -> row {b2} 4s (t, 2026-07-09T00:00:00)",
         "2 pins: 0 new, 2 repinned, 0 unchanged",
     ]
     assert pins_of(db) == [("a", a2, 3.0), ("b", b2, 4.0)]
@@ -174,10 +174,11 @@ def test_pins_list(db, tmp_path):
     assert table.exit_code == 0
     header, _, line = table.output.splitlines()
     assert header.split() == ["id", "hardware", "hostname", "jax_version", "mixed_precision", "dataset_class", "model_type",
-                              "instrument", "transform", "compile_s", "row_id", "tag", "timestamp", "pinned_at",
+                              "instrument", "transform", "n_batch", "batch_size", "compile_s", "row_id", "tag",
+                              "timestamp", "pinned_at",
                               "loaded_host"]
-    assert line.split()[:12] == ["1", "local_cpu", "node1", "0.10.2", "False", "imaging", "mge", "hst", "jit", "2.5",
-                                 str(row), "t"]
+    assert line.split()[:14] == ["1", "local_cpu", "node1", "0.10.2", "False", "imaging", "mge", "hst", "jit", "1", "1",
+                                 "2.5", str(row), "t"]
     (doc,) = json.loads(run_cli("pins", "list", "--json", "--db", db).output)
     assert {k: doc[k] for k in ("row_id", "compile_s", "mixed_precision", "loaded_host")} == {
         "row_id": row, "compile_s": 2.5, "mixed_precision": False, "loaded_host": False}

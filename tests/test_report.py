@@ -75,7 +75,8 @@ def add_row(db, like_tag: str, like_transform: str, **changes) -> int:
 
 def pin_all_by_sql(db) -> int:
     """25 pins, as `ledger pins update` would make them: the newest warm row per key."""
-    key = "hardware, hostname, jax_version, mixed_precision, cache_state, dataset_class, model_type, instrument, transform"
+    key = ("hardware, hostname, jax_version, mixed_precision, cache_state, dataset_class, model_type, instrument,"
+           " transform, n_batch, batch_size")
     con = sqlite3.connect(db)
     with con:
         con.execute(

@@ -172,3 +172,67 @@ def test_a_jax_bump_is_reported_and_does_not_fail(any_db, tmp_path, real_rows):
     warms = [r for r in real_rows if r["cache_state"] == "warm"]
     imported(any_db, tmp_path, "bump3", [bumped(r, new, "2099-01-03T00:00:00", "bump3") for r in warms])
     assert ledger("check", "--db", any_db).stdout == f"check run 3 (tolerance 1.5x): {ALWAYS}\n"
+
+
+# -- the batch shape is part of the cell -------------------------------------------------
+
+def _shapes(db, tmp_path):
+    """A sweep over n_batch 4 and 8: a warm row of each, the n_batch 8 one newer."""
+    from .test_pins import add, rec
+
+    return add(db, tmp_path, rec(transform="vmap_vag", n_batch=4, batch_size=2, compile_s=3.0),
+               rec(transform="vmap_vag", n_batch=8, batch_size=2, compile_s=5.0, timestamp="2026-07-01T11:00:00"))
+
+
+def test_each_batch_shape_is_its_own_key_in_pins_check_and_report(db, tmp_path):
+    from .test_pins import add, rec
+
+    four, eight = _shapes(db, tmp_path)
+    pins = ledger("pins", "update", "--db", db).stdout.splitlines()
+    assert pins == [
+        f"new     local_cpu/node1 jax 0.10.2 imaging/mge/hst vmap_vag (n_batch 4, batch_size 2): row {four} 3s"
+        " (t, 2026-07-01T10:00:00)",
+        f"new     local_cpu/node1 jax 0.10.2 imaging/mge/hst vmap_vag (n_batch 8, batch_size 2): row {eight} 5s"
+        " (t, 2026-07-01T11:00:00)",
+        "2 pins: 2 new, 0 repinned, 0 unchanged"]
+    # 4.8 s is fine for n_batch 8, 1.6x for n_batch 4: judged by its own shape's pin
+    (slow,) = add(db, tmp_path, rec(transform="vmap_vag", n_batch=4, batch_size=2, compile_s=4.8,
+                                    timestamp="2026-07-02T10:00:00"))
+    check = ledger("check", "--db", db, ok=(1,)).stdout.splitlines()
+    assert check[0].startswith(f"regression    local_cpu/node1 jax 0.10.2 imaging/mge/hst vmap_vag (n_batch 4,"
+                               f" batch_size 2): row {slow} compile_s 4.8s vs pin 3s")
+    report = ledger("report", "--db", db).stdout
+    assert "| imaging / mge / hst (n_batch 4, batch_size 2) | vmap_vag | 4.80 | - | - | 3.00 | regression |" in report
+    assert "| imaging / mge / hst (n_batch 8, batch_size 2) | vmap_vag | 5.00 | - | - | 5.00 | - |" in report
+
+
+def test_0008_splits_existing_pins_by_their_source_rows_shape(db, tmp_path):
+    from .conftest import migrate
+
+    four, eight = _shapes(db, tmp_path)
+    ledger("pins", "update", "--db", db)
+    migrate(db, "downgrade", "0007")  # as a 0007 ledger had it: one pin for both shapes
+    assert query(db, "SELECT row_id, pin_key FROM pins") == [
+        (four, '["local_cpu","node1","0.10.2",false,"warm","imaging","mge","hst","vmap_vag"]')]
+    migrate(db, "upgrade", "head")
+    assert query(db, "SELECT row_id, n_batch, batch_size, pin_key FROM pins") == [
+        (four, 4, 2, '["local_cpu","node1","0.10.2",false,"warm","imaging","mge","hst","vmap_vag",4,2]')]
+    assert query(db, "SELECT DISTINCT pin_key FROM pin_history") == query(db, "SELECT pin_key FROM pins")
+    assert ledger("pins", "update", "--db", db).stdout.splitlines()[-1] == "2 pins: 1 new, 0 repinned, 1 unchanged"
+    assert query(db, "SELECT row_id FROM pins ORDER BY id") == [(four,), (eight,)]
+
+
+def test_0008_removes_a_pin_whose_source_row_is_gone_and_says_so(db, tmp_path):
+    from .conftest import migrate
+
+    four, _ = _shapes(db, tmp_path)
+    ledger("pins", "update", "--db", db)
+    migrate(db, "downgrade", "0007")
+    con = __import__("sqlite3").connect(db)
+    with con:
+        con.execute("DELETE FROM compile_records WHERE id = ?", (four,))
+    con.close()
+    migrate(db, "upgrade", "head")
+    assert query(db, "SELECT count(*) FROM pins") == [(0,)]
+    assert query(db, "SELECT action, old_row_id, old_compile_s FROM pin_history WHERE action <> 'pin'") == [
+        ("unpinned-0008", four, 3.0)]

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from ledger.record import CELL_FIELDS, COLD, HOST_KEY_FIELDS, STATELESS_KEY, WARM
+from ledger.record import CELL_FIELDS, COLD, HOST_KEY_FIELDS, SHAPE_FIELDS, STATELESS_KEY, WARM
 from ledger.watch.check import FAILING, INCONCLUSIVE, REGRESSION
 from ledger.watch.findings import CACHE_NOT_REUSED, CACHE_OFF, JAX_CHANGED, WENT_COLD
 from ledger.watch.keys import LOADED_SQL
@@ -51,6 +51,13 @@ class Line:
     cold: dict | None = None
     pin: dict | None = None  # {id, row_id, compile_s, tag, timestamp, loaded}
     verdict: str | None = None
+    # the batch shape is part of the cell; shown where a table has two shapes of one
+    # cell and transform (else every legacy line would read n_batch 1, batch_size 1)
+    show_shape: bool = False
+
+    @property
+    def shape(self) -> tuple:
+        return self.cell[len(CELL_FIELDS) - len(SHAPE_FIELDS):]
 
     @property
     def source(self) -> dict | None:
@@ -118,7 +125,18 @@ def collect(conn, filters: dict | None = None) -> list[Line]:
         key = _norm(row, GROUP)
         if key in lines:  # a verdict about a cell with nothing left to show stays out
             lines[key].verdict = row["verdict"]
+    _mark_shapes(lines.values())
     return [lines[k] for k in sorted(lines, key=_sort_key)]
+
+
+def _mark_shapes(lines) -> None:
+    seen: dict[tuple, list[Line]] = {}
+    for ln in lines:
+        seen.setdefault((ln.host, ln.cell[: len(CELL_FIELDS) - len(SHAPE_FIELDS)]), []).append(ln)
+    for same in seen.values():
+        if len(same) > 1:
+            for ln in same:
+                ln.show_shape = True
 
 
 def _sort_key(key: tuple) -> tuple:

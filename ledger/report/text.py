@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from ledger.record import SHAPE_FIELDS
 from ledger.report.lines import Line, group_by_host
 
 LOADED_MARK = "†"
@@ -27,8 +28,12 @@ def host_title(host: tuple) -> str:
 
 
 def cell_title(ln: Line) -> str:
-    """dataset_class / model_type / instrument: the cell a line belongs to."""
-    return " / ".join(show(v) for v in ln.cell[:3])
+    """dataset_class / model_type / instrument: the cell a line belongs to, with its
+    batch shape where the table holds more than one."""
+    title = " / ".join(show(v) for v in ln.cell[:3])
+    if ln.show_shape:
+        title += " (" + ", ".join(f"{f} {show(v)}" for f, v in zip(SHAPE_FIELDS, ln.shape)) + ")"
+    return title
 
 
 def significant(value: float, digits: int = 3) -> str:

@@ -58,6 +58,13 @@ pins = sa.Table(
     sa.Column("timestamp", sa.Text),
     sa.Column("pinned_at", sa.Text, nullable=False),
     sa.Column("loaded_host", sa.Boolean, nullable=False, server_default=sa.false()),
+    # the key's own warm history when it was pinned (revision 0008; NULL until
+    # `ledger pins update` computes it): n rows, median, MAD, and the threshold drawn
+    # from them where n is enough
+    sa.Column("history_n", sa.Integer),
+    sa.Column("history_median_s", sa.Float),
+    sa.Column("history_mad_s", sa.Float),
+    sa.Column("threshold_s", sa.Float),
 )
 
 pin_history = sa.Table(
@@ -85,6 +92,7 @@ check_runs = sa.Table(
     sa.Column("tolerance", sa.Float, nullable=False),
     sa.Column("filters", sa.Text),
     sa.Column("exit_code", sa.Integer, nullable=False),
+    sa.Column("min_diff_s", sa.Float),  # the absolute floor the run used (0008)
 )
 
 verdicts = sa.Table(
@@ -105,4 +113,7 @@ verdicts = sa.Table(
     sa.Column("verdict", sa.Text, nullable=False),
     sa.Column("cause", sa.Text),
     sa.Column("checked_at", sa.Text, nullable=False),
+    # which rule judged a pinned row (history | tolerance) and the limit it drew (0008)
+    sa.Column("rule", sa.Text),
+    sa.Column("threshold_s", sa.Float),
 )

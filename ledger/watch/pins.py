@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 
 import sqlalchemy as sa
 
-from ledger.record import COMPARABILITY_KEY, STATUS_OK, WARM
+from ledger.record import COMPARABILITY_KEY, SHAPE_FIELDS, STATUS_OK, WARM
 from ledger.storage.models import pin_history, pins
 from ledger.watch.keys import LOADED_SQL, key_columns_sql, pin_key
 
@@ -60,7 +60,9 @@ def describe_key(row) -> str:
     mp = row["mixed_precision"]
     host = f"{row['hardware']}/{row['hostname']} jax {row['jax_version']}" + (" mixed" if mp else "")
     cell = "/".join(str(row[f]) if row[f] is not None else "-" for f in ("dataset_class", "model_type", "instrument"))
-    return f"{host} {cell} {row['transform']}"
+    # the batch shape is part of the cell: two shapes are two keys, and must read so
+    shape = [f"{f} {row.get(f)}" for f in SHAPE_FIELDS if row.get(f) is not None]
+    return f"{host} {cell} {row['transform']}" + (f" ({', '.join(shape)})" if shape else "")
 
 
 @dataclass
