@@ -537,3 +537,173 @@ def test_every_write_is_refused(sql_db, write):
     assert result.exit_code == 1, (write, result.output)
     assert result.stderr.startswith("error: ") and len(result.stderr.splitlines()) == 1
     assert _state(sql_db) == before
+
+
+# -- report --update targets: the bytes outside the markers, whatever they are ----------------
+
+START, END = b"<!-- ledger-report:start -->", b"<!-- ledger-report:end -->"
+file_pieces = st.one_of(
+    st.sampled_from([b"\r\n", b"\n", b"\r", b"\n\r", START, END, b"<!--", b"-->", b"<!-- ledger-report:",
+                     b"\xef\xbb\xbf", b"\xff\xfe", b"\x00", b"caf\xe9", "caf\u00e9 \U0001f600".encode(), b" ", b"# T"]),
+    st.binary(max_size=12),
+)
+readme_bytes = st.lists(file_pieces, max_size=14).map(b"".join)
+
+
+def _block_span(data: bytes) -> tuple[int, int] | None:
+    """Where the block's content is, as the README's own rule says (the first start
+    marker, the first end marker after it, no second start marker between), or None."""
+    a = data.find(START)
+    b = data.find(END, a + len(START)) if a >= 0 else -1
+    if a < 0 or b < 0 or 0 <= data.find(START, a + len(START)) < b:
+        return None
+    return a + len(START), b
+
+
+@settings(max_examples=150, **SETTINGS)
+@given(data=readme_bytes, check=st.booleans())
+@example(data=b"# T\r\n\r\n" + START + b"\r\nold\r\n" + END + b"\r\nafter\r\n", check=False)
+@example(data=b"a\rb\n" + START + END + b"\xff\r", check=False)
+@example(data=START + START + END, check=False)
+@example(data=END + START + b"\n" + END + END, check=False)
+@example(data=b"x" * 300_000 + START + END + b"\r\n" * 100_000, check=False)  # a huge file, one write
+def test_report_update_changes_only_the_block_or_refuses_in_one_line(template, data, check):
+    with tempfile.TemporaryDirectory() as tmp:
+        readme = Path(tmp) / "README.md"
+        readme.write_bytes(data)
+        result = run_cli("report", "--update", readme, "--db", template, *(["--check"] if check else []))
+        _no_exception(result)
+        after = readme.read_bytes()
+        span = _block_span(data)
+        if span is None:
+            assert (result.exit_code, result.stdout) == (1, ""), result.output
+            assert len(result.stderr.splitlines()) == 1 and result.stderr.startswith("error: ")
+            assert after == data and os.listdir(tmp) == ["README.md"]
+            return
+        a, b = span
+        event("stale" if result.exit_code == 1 else f"exit {result.exit_code}")
+        if check:
+            assert result.exit_code in (0, 1) and after == data
+            return
+        assert result.exit_code == 0, result.output
+        assert after[:a] == data[:a] and after.endswith(data[b:]), (data, after)
+        assert _block_span(after) == (a, len(after) - len(data) + b)  # the same block, found again
+        assert os.listdir(tmp) == ["README.md"]  # no temp file left
+        again = run_cli("report", "--update", readme, "--db", template, "--check")
+        assert (again.exit_code, again.stdout) == (0, f"{readme}: report block is up to date\n")
+
+
+# -- names that are not UTF-8, ids out of range, filters that match nothing -----------------
+
+def _not_utf8(db) -> tuple[str, str]:
+    """A --db naming `db`'s backend with a byte that is not UTF-8 (argv carries it as a
+    lone surrogate), and how the error shows it."""
+    if isinstance(db, PgDb):
+        return f"{db}\udcff", f"{db}\\xff"
+    name = os.fsdecode(os.fsencode(db.parent) + b"/bad\xff.db")
+    return name, f"{db.parent}/bad\\xff.db"
+
+
+NOT_UTF8_COMMANDS = {
+    "probe": ["probe", "-t", "jit"], "import": ["import", str(CORPUS)], "merge": ["merge", "{good}"],
+    "merge source": ["merge", "{bad}", "--db", "{good}"], "report": ["report"], "pins update": ["pins", "update"],
+    "pins list": ["pins", "list"], "db upgrade": ["db", "upgrade"], "db current": ["db", "current"],
+    "check": ["check"], "explain": ["explain", "1"], "export": ["export"], "sql": ["sql", "SELECT 1"],
+}
+
+
+@pytest.mark.parametrize("command", NOT_UTF8_COMMANDS)
+def test_a_database_name_that_is_not_utf8_is_one_line(any_db, tmp_path, monkeypatch, command):
+    """It was a traceback from deep in SQLAlchemy (UnicodeEncodeError), and `probe`
+    measured first. The resolver, where every database enters, refuses it."""
+    import probes
+
+    def measured(*args, **kwargs):
+        raise AssertionError("the probe measured before its database was checked")
+
+    monkeypatch.setattr(probes, "run_probe", measured)
+    good = tmp_path / "good.db"
+    assert run_cli("import", CORPUS, "--db", good).exit_code == 0
+    bad, shown = _not_utf8(any_db)
+    if not isinstance(any_db, PgDb):
+        shutil.copyfile(good, os.fsencode(bad))  # the file is there: its name is the trouble
+    args = [a.format(good=good, bad=bad) for a in NOT_UTF8_COMMANDS[command]]
+    result = run_cli(*args, *([] if command == "merge source" else ["--db", bad]))
+    _no_exception(result)
+    assert (result.exit_code, result.stdout) == (1, "")
+    assert result.stderr == f"error: the database name {shown} is not UTF-8 text: give it a UTF-8 name (or a link with one)\n"
+
+
+def test_a_database_name_that_is_not_utf8_in_ledger_db_too(tmp_path, monkeypatch):
+    bad, shown = _not_utf8(tmp_path / "x.db")
+    monkeypatch.setenv("LEDGER_DB", bad)
+    result = run_cli("report")
+    assert (result.exit_code, result.stderr) == (
+        1, f"error: the database name {shown} is not UTF-8 text: give it a UTF-8 name (or a link with one)\n")
+
+
+@pytest.mark.parametrize("command", [["report"], ["db", "upgrade"], ["pins", "update"], ["sql", "SELECT 1"]])
+def test_database_paths_with_a_newline_a_quote_or_no_end(tmp_path, command):
+    """A newline or a quote is part of a name like any other (the file is made where
+    asked, and an error shows the newline escaped); a name too long for the system
+    was an OSError traceback."""
+    for name in ("new\nline.db", "it's \"quoted\".db"):
+        db = tmp_path / name
+        assert run_cli("db", "upgrade", "--db", db).output == "at revision 0008\n" or db.exists()
+        result = run_cli(*command, "--db", db)
+        _no_exception(result)
+        assert result.exit_code == 0, result.output
+    huge = tmp_path / ("x" * 5000)
+    result = run_cli(*command, "--db", huge)
+    _no_exception(result)
+    assert (result.exit_code, result.stdout) == (1, "")
+    assert result.stderr == (f"error: cannot use the database path {str(huge)[:200]}... ({len(str(huge))} characters):"
+                             " File name too long\n")
+    missing = run_cli("report", "--db", tmp_path / "new\nmissing.db")
+    assert missing.stderr == f"error: no ledger database at {tmp_path}/new\\nmissing.db\n"
+
+
+OUT_OF_RANGE = {
+    "99999999999999999999": "99999999999999999999",  # it was OverflowError (SQLite) out of the driver
+    str(2**63): str(2**63),
+    "0": "0",
+    "-1": "-1",
+    "9" * 4000: "9" * 20 + "... (4000 digits)",
+}
+
+
+def test_explain_of_an_id_out_of_range_is_one_line(any_db):
+    assert run_cli("import", CORPUS, "--db", any_db).exit_code == 0
+    for given, shown in OUT_OF_RANGE.items():
+        result = run_cli("explain", "--db", any_db, "--", given)
+        _no_exception(result)
+        assert (result.exit_code, result.stdout) == (1, "")
+        assert result.stderr == f"error: no compile row with id {shown}: ids run from 1 to {2**63 - 1}\n"
+    for in_range in (2**31, 2**63 - 1):  # past PostgreSQL's integer column, and the last id there can be
+        result = run_cli("explain", "--db", any_db, str(in_range))
+        assert (result.exit_code, result.stderr) == (1, f"error: no compile row with id {in_range}\n")
+
+
+@pytest.mark.parametrize("filters, shown", [
+    (["--hostname", "nomatch", "--repin"], "--hostname nomatch"),
+    (["--transform", "bogus"], "--transform bogus"),
+    (["--transform", "bogus", "--check"], "--transform bogus"),
+    (["--hostname", "euclid-ral-compute-22", "--transform", "bogus"],
+     "--hostname euclid-ral-compute-22 --transform bogus"),
+    (["--hostname", "a\nb"], "--hostname 'a\\nb'"),
+    (["--model-type", "it's"], "--model-type 'it'\"'\"'s'"),
+    (["--dataset-class", "d" * 100_000], "--dataset-class '" + "d" * 60 + "... (100000 characters)'"),
+], ids=["hostname", "transform", "check", "two", "newline", "quote", "huge"])
+def test_pins_update_with_filters_that_match_no_row_says_so(any_db, filters, shown):
+    """It said "0 pins: 0 new, 0 repinned, 0 unchanged" and exit 0, as if the ledger
+    had nothing to pin: a typo in a hostname looked like success. Exit 1, nothing written."""
+    assert run_cli("import", CORPUS, "--db", any_db).exit_code == 0
+    result = run_cli("pins", "update", *filters, "--db", any_db)
+    _no_exception(result)
+    assert (result.exit_code, result.stdout) == (1, "")
+    assert result.stderr == f"error: no compile row matches {shown}: nothing to pin\n"
+    assert run_cli("pins", "list", "--json", "--db", any_db).stdout.strip() == "[]"
+    matching = run_cli("pins", "update", "--hostname", "euclid-ral-compute-22", "--db", any_db)
+    assert (matching.exit_code, matching.stdout.splitlines()[-1]) == (0, "6 pins: 6 new, 0 repinned, 0 unchanged")
+    again = run_cli("pins", "update", "--hostname", "euclid-ral-compute-22", "--db", any_db)
+    assert again.stdout == "6 pins: 0 new, 0 repinned, 6 unchanged\n"

@@ -69,9 +69,37 @@ def resolve(db: str | None = None, *, from_command_line: bool = True) -> Target:
             f"--db carries a password: put the URL in the {ENV_VAR} environment variable instead"
         )
     value = db or os.environ.get(ENV_VAR) or DEFAULT_PATH
-    if is_url(value):
-        return Target(value)
-    return Target(str(Path(value).expanduser().resolve()))
+    _check_text(value)
+    target = Target(value) if is_url(value) else Target(str(Path(value).expanduser().resolve()))
+    if target.path is not None:
+        _check_path(target.path)
+    return target
+
+
+def _check_text(value: str) -> None:
+    """Every database the CLI opens enters here, so here a name is refused once, before
+    a command measures or writes anything. A file name that is not UTF-8 (a byte like
+    \\xff, which Python carries as a lone surrogate) cannot become a SQLAlchemy URL."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise LedgerError(f"the database name {redact(shown)} is not UTF-8 text: "
+                          "give it a UTF-8 name (or a link with one)") from None
+
+
+def _check_path(path: Path) -> None:
+    """A path the system cannot look up (a name too long, a loop of links, a folder
+    on the way it may not enter) is one line here, not a traceback from whichever
+    command looks first."""
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        pass  # each command says what a missing ledger means to it
+    except OSError as exc:  # ENAMETOOLONG, ELOOP, EACCES on a folder on the way
+        name = str(path)
+        shown = name if len(name) <= 200 else f"{name[:200]}... ({len(name)} characters)"
+        raise LedgerError(f"cannot use the database path {shown}: {exc.strerror}") from None
 
 
 def resolve_db_url(db: str | None = None, *, from_command_line: bool = True) -> str:

@@ -19,6 +19,9 @@ from ledger.record import CACHE_CELL, COLD, NONE, WARM
 from ledger.watch.keys import same_sql
 from ledger.watch.pins import NEWEST_FIRST, describe_key, ok_sql
 
+# The largest id either backend stores (SQLite's INTEGER, a 64-bit signed integer).
+MAX_ID = 2**63 - 1
+
 # A cache cell: the comparability key without cache_state, plus the cache dir. A
 # warm row and a cold row compare only within one of these.
 
@@ -126,6 +129,10 @@ def _details(cold, warm, causes) -> list[str]:
 
 def explain_row(engine, row_id: int) -> Diagnosis:
     """The diagnosis of one cold row; a missing or non-cold row is a LedgerError."""
+    if not 1 <= row_id <= MAX_ID:  # a driver would raise OverflowError, or compare in numeric
+        digits = str(row_id)
+        shown = digits if len(digits) <= 24 else f"{digits[:20]}... ({len(digits)} digits)"
+        raise LedgerError(f"no compile row with id {shown}: ids run from 1 to {MAX_ID}")
     with engine.connect() as conn:
         row = fetch_rows(conn, [row_id]).get(row_id)
         if row is None:

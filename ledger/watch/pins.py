@@ -13,13 +13,16 @@ the work grows with the table in SQL and with the number of keys in Python.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 import sqlalchemy as sa
 
+from ledger.errors import LedgerError
 from ledger.record import COMPARABILITY_KEY, SHAPE_FIELDS, STATUS_OK, WARM
 from ledger.storage.models import pin_history, pins
+from ledger.watch.history import fill_histories
 from ledger.watch.keys import LOADED_SQL, key_columns_sql, pin_key
 
 # The columns a user may narrow pins, check and repin by.
@@ -53,6 +56,26 @@ def filter_sql(filters: dict | None, alias: str = "") -> tuple[str, dict]:
         parts.append(f" AND {p}{name} = :f_{name}")
         params[f"f_{name}"] = value
     return "".join(parts), params
+
+
+def describe_filters(filters: dict | None) -> str:
+    """The filters as the options that gave them (a value quoted as a shell would need,
+    a huge one cut short)."""
+    def shown(value) -> str:
+        text = str(value)
+        return shlex.quote(text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)")
+
+    return " ".join(f"--{name.replace('_', '-')} {shown(v)}" for name, v in (filters or {}).items() if v is not None)
+
+
+def no_row_matches(conn, filters: dict | None) -> str | None:
+    """What to say when filters were given and not one compile row matches them (a
+    typo in a hostname is not "0 pins"); None when there were no filters or a row matches."""
+    where, params = filter_sql(filters)
+    if not where or conn.execute(sa.text(f"SELECT 1 FROM compile_records WHERE 1 = 1{where} LIMIT 1"),
+                                 params).first():
+        return None
+    return f"no compile row matches {describe_filters(filters)}"
 
 
 def describe_key(row) -> str:
@@ -126,6 +149,10 @@ def plan_pins(conn, *, filters: dict | None = None, repin: bool = False, allow_l
             plan.changes.append(Change("repin", key, row, old))
     plan.changes.sort(key=lambda c: (c.action, c.key))
     plan.unchanged = len(current) - plan.count("repin")
+    if not plan.changes and not plan.unchanged:
+        nothing = no_row_matches(conn, filters)
+        if nothing:
+            raise LedgerError(f"{nothing}: nothing to pin")
     return plan
 
 
@@ -134,8 +161,10 @@ def _pin_values(change: Change, now: str) -> dict:
     values = {name: row[name] for name in COMPARABILITY_KEY}
     if values["mixed_precision"] is not None:
         values["mixed_precision"] = bool(values["mixed_precision"])
+    # the key's history is taken again for the new pin (history.fill_histories)
     return dict(values, pin_key=change.key, row_id=row["id"], compile_s=row["compile_s"], tag=row["tag"],
-                timestamp=row["timestamp"], pinned_at=now, loaded_host=bool(row["loaded"]))
+                timestamp=row["timestamp"], pinned_at=now, loaded_host=bool(row["loaded"]),
+                history_n=None, history_median_s=None, history_mad_s=None, threshold_s=None)
 
 
 def _history_values(change: Change, now: str) -> dict:
@@ -178,6 +207,7 @@ def update_pins(engine, *, filters=None, repin=False, allow_loaded=False, dry_ru
     with engine.begin() as conn:
         plan = plan_pins(conn, filters=filters, repin=repin, allow_loaded=allow_loaded)
         apply_plan(conn, plan)
+        fill_histories(conn)  # new and moved pins, and any a migration or merge left without
     return plan
 
 
