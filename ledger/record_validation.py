@@ -26,6 +26,8 @@ from ledger.record import (
     KEY_FIELDS,
     LEGACY_FIELDS,
     SOURCE_RECORDED,
+    STATUS_FAILED,
+    STATUS_OK,
 )
 
 
@@ -50,6 +52,7 @@ def instrument_kind(rec: dict) -> str:
     return "other"
 
 
+STATUSES = (STATUS_OK, STATUS_FAILED)  # a probe writes one of these; a legacy record none
 INT64 = (-(2**63), 2**63 - 1)  # what SQLite's INTEGER (and PostgreSQL's BIGINT) hold
 
 
@@ -177,6 +180,8 @@ def compile_row(rec: dict, *, default_hardware: str | None = None) -> dict:
     row.pop("record_kind", None)  # always the column default, 'compile'
     if row.get("status") is None:
         row.pop("status", None)  # the column default, 'ok'
+    elif row["status"] not in STATUSES:
+        raise RecordError(f"status {_short(row['status'])} is not one of {', '.join(STATUSES)}")
     state = row.get("cache_state")
     if state is not None:
         if state not in CACHE_STATES:

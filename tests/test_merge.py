@@ -5,13 +5,36 @@ file and a PostgreSQL database (`any_db`)."""
 from __future__ import annotations
 
 import hashlib
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
 
+import pytest
+
+from ledger.record import COMPARABILITY_KEY
 from ledger.storage.revisions import HEAD
-from .conftest import (CORPUS, CORPUS_COMPILE, CORPUS_SIBLINGS, CORPUS_STATES, compile_records_of_corpus, db_at,
-                       insert_legacy, query, run_cli, write_json)
+
+from .conftest import (
+    CORPUS,
+    CORPUS_COMPILE,
+    CORPUS_SIBLINGS,
+    CORPUS_STATES,
+    PgDb,
+    compile_records_of_corpus,
+    db_at,
+    insert_legacy,
+    query,
+    run_cli,
+    write_json,
+)
 
 CPU, GPU = CORPUS / "local_cpu", CORPUS / "local_gpu_NVIDIA_A100_80GB_PCIe"
+LEDGER = Path(sys.executable).with_name("ledger")
 STATES_SQL = "SELECT cache_state, count(*) FROM compile_records GROUP BY cache_state ORDER BY cache_state"
 COUNTS_SQL = "SELECT (SELECT count(*) FROM compile_records), (SELECT count(*) FROM instrument_records)"
 
@@ -126,13 +149,9 @@ def test_refusals_are_one_line_and_write_nothing(tmp_path, db):
 
 
 def test_the_installed_command_merges(tmp_path):
-    import subprocess
-    import sys
-    from pathlib import Path
-
     a = _node(tmp_path / "a.db", CPU)
-    out = subprocess.run([Path(sys.executable).with_name("ledger"), "merge", a, "--db", tmp_path / "all.db"],
-                         capture_output=True, text=True)
+    out = subprocess.run([LEDGER, "merge", a, "--db", tmp_path / "all.db"],
+                         capture_output=True, text=True, check=False)
     assert out.returncode == 0 and out.stderr == ""
     assert out.stdout.splitlines()[-1] == f"1 ledgers merged into {tmp_path / 'all.db'}: 78 compile rows added"
 
@@ -145,3 +164,189 @@ def test_a_server_ledger_merges_into_a_file(any_db, tmp_path):
     assert result.exit_code == 0, result.output
     assert query(here, COUNTS_SQL) == [(CORPUS_COMPILE, CORPUS_SIBLINGS)]
     assert query(here, "SELECT count(*) FROM pins") == [(25,)]
+
+
+# -- a locked source, signals, the self-merge check, a pin without its row -----------------
+
+# Holds a SQLite file's lock (BEGIN EXCLUSIVE) from another process until its stdin closes.
+HOLD_SQLITE = ("import sqlite3, sys; c = sqlite3.connect(sys.argv[1], isolation_level=None);"
+               " c.execute('BEGIN EXCLUSIVE'); print('held', flush=True); sys.stdin.readline()")
+
+
+@contextmanager
+def _held(path):
+    """Another process holds `path` under BEGIN EXCLUSIVE while the block runs."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_SQLITE, str(path)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        yield
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+
+
+def _rollback_journal(path):
+    """A source in SQLite's rollback-journal mode, where a writer's lock keeps readers out
+    (in WAL mode a reader never waits)."""
+    con = sqlite3.connect(path)
+    assert con.execute("PRAGMA journal_mode = DELETE").fetchone() == ("delete",)
+    con.close()
+    return path
+
+
+def _merge_process(tmp_path, *args, timeout="60"):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir(exist_ok=True)
+    env = dict(os.environ, TMPDIR=str(scratch), LEDGER_BUSY_TIMEOUT=timeout)
+    env.pop("LEDGER_DB", None)
+    proc = subprocess.Popen([LEDGER, "merge", *map(str, args)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    return proc, scratch
+
+
+def _wait_for(predicate, proc, what, limit=60.0):
+    deadline = time.monotonic() + limit
+    while not predicate():
+        assert proc.poll() is None, f"the merge ended before {what}: {proc.communicate()}"
+        assert time.monotonic() < deadline, f"no {what} after {limit} s"
+        time.sleep(0.02)
+
+
+def _fingerprint(db) -> list:
+    return [query(db, f"SELECT * FROM {t} ORDER BY id") for t in ("compile_records", "instrument_records", "pins",
+                                                                  "pin_history")]
+
+
+def test_a_locked_source_is_given_up_after_the_busy_timeout_in_one_line(any_db, tmp_path, monkeypatch):
+    _node(any_db, CPU)
+    before = _fingerprint(any_db)
+    src = _rollback_journal(_node(tmp_path / "s.db", GPU))
+    monkeypatch.setenv("LEDGER_BUSY_TIMEOUT", "2")
+    with _held(src):
+        started = time.monotonic()
+        result = run_cli("merge", src, "--db", any_db)
+        waited = time.monotonic() - started
+    assert (result.exit_code, result.output) == (
+        1, f"error: cannot read {src}: another process holds its lock; gave up after 2 s (LEDGER_BUSY_TIMEOUT)\n")
+    assert 1.9 <= waited < 5, waited  # it ran past 45 s, the timeout ignored
+    assert _fingerprint(any_db) == before
+
+
+def test_the_destination_is_not_locked_while_a_source_is_waited_for(any_db, tmp_path, monkeypatch):
+    """The sources are read before the destination's write lock is taken: an import and a
+    pins update on the destination go through while the merge waits for its source."""
+    src = _rollback_journal(_node(tmp_path / "s.db", GPU))
+    assert run_cli("db", "upgrade", "--db", any_db).exit_code == 0
+    monkeypatch.setenv("LEDGER_BUSY_TIMEOUT", "5")  # for the import: it fails if the merge holds the lock
+    with _held(src):
+        proc, scratch = _merge_process(tmp_path, src, "--db", any_db)
+        # the copy's file is made just before the wait for the source's lock
+        _wait_for(lambda: list(scratch.glob("ledger-merge-*/source-0.db")), proc, "snapshot of the source")
+        imported = run_cli("import", CPU, "--db", any_db)
+        assert imported.exit_code == 0, imported.output
+        assert run_cli("pins", "update", "--db", any_db).exit_code == 0
+        assert proc.poll() is None  # still waiting
+    out, err = proc.communicate(timeout=120)
+    assert (proc.returncode, err) == (0, ""), err
+    assert out.splitlines()[-1] == f"1 ledgers merged into {any_db}: 9 compile rows added"
+    assert query(any_db, COUNTS_SQL) == [(78 + 9, CORPUS_SIBLINGS)]  # local_cpu's and the GPU's
+    assert not list(scratch.iterdir())
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_merge_stopped_by_a_signal_while_waiting_for_a_source_leaves_no_copy(any_db, tmp_path, sig):
+    _node(any_db, CPU)
+    before = _fingerprint(any_db)
+    first, locked = _node(tmp_path / "a.db", GPU), _rollback_journal(_node(tmp_path / "b.db", GPU, pin=False))
+    with _held(locked):
+        proc, scratch = _merge_process(tmp_path, first, locked, "--db", any_db)
+        # a full copy of the first source is there; the merge waits for the second's lock
+        _wait_for(lambda: list(scratch.glob("ledger-merge-*/source-1.db")), proc, "snapshot of the second source")
+        assert next(scratch.glob("ledger-merge-*/source-0.db")).stat().st_size > 0
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=10)  # at once: not after the 60 s busy timeout
+    assert proc.returncode == 128 + sig
+    assert err == (f"error: merge stopped by {signal.Signals(sig).name}: the destination has all of it or none"
+                   " of it; its temporary copies are removed\n")
+    assert out == "" and list(scratch.iterdir()) == []
+    assert _fingerprint(any_db) == before
+
+
+PG_LOCK_PINS = ("import psycopg, sys; c = psycopg.connect(sys.argv[1]);"
+                " c.execute('LOCK TABLE pins IN ACCESS EXCLUSIVE MODE'); print('held', flush=True); sys.stdin.readline()")
+
+
+def test_a_merge_stopped_inside_its_transaction_leaves_the_destination_as_it_was(any_db, tmp_path):
+    """SIGTERM while the merge waits inside a C call for the destination (SQLite: its write
+    lock; PostgreSQL: a lock on pins, taken after the compile rows went in): the copies go
+    at once, and nothing of the merge is in the destination."""
+    _node(any_db, CPU)
+    before = _fingerprint(any_db)
+    src = _node(tmp_path / "s.db", GPU)
+    if isinstance(any_db, PgDb):
+        hold = [sys.executable, "-c", PG_LOCK_PINS, any_db.conninfo]
+        waiting = ("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                   " AND wait_event_type = 'Lock' AND query LIKE '%FROM pins%'")
+        stuck = lambda: query(any_db, waiting) == [(1,)]
+    else:
+        hold = [sys.executable, "-c", HOLD_SQLITE, str(any_db)]
+        stuck = lambda: list(scratch.glob("ledger-merge-*/source-0.db"))
+    holder = subprocess.Popen(hold, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        proc, scratch = _merge_process(tmp_path, src, "--db", any_db)
+        _wait_for(stuck, proc, "a merge waiting for the destination")
+        time.sleep(0.5)  # SQLite: past the snapshot, into BEGIN IMMEDIATE's wait
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=10)
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    assert proc.returncode == 128 + signal.SIGTERM and err.startswith("error: merge stopped by SIGTERM"), err
+    assert list(scratch.iterdir()) == []
+    assert _fingerprint(any_db) == before
+
+
+def test_a_hard_link_or_a_url_to_the_destination_is_the_destination(tmp_path):
+    dest = _node(tmp_path / "d.db", CPU)
+    before = _sha(dest)
+    (tmp_path / "hard.db").hardlink_to(dest)
+    (tmp_path / "soft.db").symlink_to(dest)
+    # {as given: as the message shows it}; cwd is tmp_path, so sqlite:///d.db is relative to it
+    spellings = {tmp_path / "hard.db": tmp_path / "hard.db", tmp_path / "soft.db": dest, f"sqlite:///{dest}": dest,
+                 "sqlite:///d.db": "d.db", f"sqlite:///{tmp_path / 'hard.db'}": tmp_path / "hard.db"}
+    for source, shown in spellings.items():
+        result = run_cli("merge", source, "--db", dest)
+        assert (result.exit_code, result.output) == (
+            1, f"error: {shown} is the destination: a ledger is not merged into itself\n"), source
+    as_url = run_cli("merge", tmp_path / "hard.db", "--db", f"sqlite:///{dest}")
+    assert as_url.exit_code == 1 and "is the destination" in as_url.output
+    assert _sha(dest) == before
+
+
+def test_a_pin_whose_row_was_deleted_is_skipped_with_a_warning(any_db, tmp_path):
+    """A source whose pinned row was deleted by hand (it gave KeyError: None): the pin
+    has nothing to point at, so it is not merged, and says so; the rest merges."""
+    src = _node(tmp_path / "s.db", CPU)
+    con = sqlite3.connect(src)
+    with con:
+        # a key with another warm row, which `pins update` pins afterwards
+        same_key = " AND ".join(f"r.{c} IS p.{c}" for c in COMPARABILITY_KEY)
+        (row_id, pin_key), = con.execute(
+            f"SELECT row_id, pin_key FROM pins p WHERE (SELECT count(*) FROM compile_records r WHERE {same_key}) > 1"
+            " ORDER BY pin_key LIMIT 1")
+        con.execute("DELETE FROM compile_records WHERE id = ?", (row_id,))
+        pins_in_source = con.execute("SELECT count(*) FROM pins").fetchone()[0]
+    con.close()
+    result = run_cli("merge", src, "--db", any_db)
+    assert result.exit_code == 0, result.output
+    assert f"warning: {src}: pin {pin_key}: its row {row_id} is not in the source (deleted?); not merged" \
+           " (`ledger pins update` pins that key from the merged rows)" in result.output.splitlines()
+    assert query(any_db, "SELECT count(*) FROM pins") == [(pins_in_source - 1,)]
+    assert query(any_db, "SELECT count(*) FROM pins WHERE pin_key = %s" if isinstance(any_db, PgDb)
+                 else "SELECT count(*) FROM pins WHERE pin_key = ?", (pin_key,)) == [(0,)]
+    # pinned anew from the merged rows by the pins' own rule
+    assert run_cli("pins", "update", "--db", any_db).exit_code == 0
+    assert query(any_db, "SELECT count(*) FROM pins") == [(pins_in_source,)]

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from ledger.cli.options import DbOpt
+from ledger.errors import one_line
 
 
 def merge_cmd(
@@ -18,8 +19,11 @@ def merge_cmd(
 
     display, summaries = merge(sources, db)
     for s in summaries:
-        typer.echo(f"merged {s.line()}")
+        typer.echo(f"merged {one_line(s.line())}")
         for conflict in (*s.conflicts, *s.pins.conflicts):
-            typer.echo(f"  conflict: {conflict}")
+            typer.echo(f"  conflict: {one_line(conflict)}")
+        for skipped in s.pins.skipped:
+            typer.echo(f"warning: {one_line(s.display)}: {one_line(skipped)}; not merged"
+                       " (`ledger pins update` pins that key from the merged rows)", err=True)
     added = sum(s.added for s in summaries)
     typer.echo(f"{len(summaries)} ledgers merged into {display}: {added} compile rows added")

@@ -1,19 +1,23 @@
 """`ledger merge SRC... --db DEST`: per-node ledgers gathered into one.
 
 Rows keep their identity (record_key), so merging the same source twice adds
-nothing; sources are read, never changed (sources.py); pins follow their sticky
-rule (pins.py); everything goes into the destination in one transaction, so a merge
-that fails half-way leaves the destination as it was.
+nothing; sources are read, never changed, and every SQLite source is copied before
+the destination's write lock is taken, so a source held locked by another process
+(for LEDGER_BUSY_TIMEOUT at most) never holds the destination with it (sources.py).
+Every row is checked by the record contract's validator, as `ledger import` checks
+it (rows.py); pins follow their sticky rule (pins.py); everything goes into the
+destination in one transaction, so a merge that fails half-way, or is stopped by a
+signal (scratch.py), leaves the destination as it was.
 """
 
 from __future__ import annotations
 
-import tempfile
+from contextlib import ExitStack
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from ledger.merge.pins import PinMerge, merge_pins
+from ledger.merge.pins import PinMerge, merge_pins, source_pins
 from ledger.merge.rows import copy_compile_rows, copy_instrument_rows
+from ledger.merge.scratch import scratch_dir
 from ledger.merge.sources import Source, open_source
 from ledger.storage.bulk import fill_missing_keys
 from ledger.storage.open import open_ledger
@@ -36,22 +40,36 @@ class SourceSummary:
                 f" pins: {self.pins.adopted} taken, {self.pins.same} the same, {len(self.pins.conflicts)} differ")
 
 
+def _text(data: bytes) -> str:
+    # Text that is not UTF-8 (a hand edit) arrives as lone surrogates, which the
+    # validator refuses as not storable, instead of sqlite3's own error on the fetch.
+    return data.decode("utf-8", "surrogateescape")
+
+
 def _merge_one(source: Source, dest) -> SourceSummary:
     out = SourceSummary(source.display, source.note)
     with source.ledger.engine.connect() as src:
-        out.added, out.present, out.conflicts = copy_compile_rows(src, dest)
-        out.added_instrument, out.present_instrument = copy_instrument_rows(src, dest)
-        out.pins = merge_pins(src, dest)
+        if src.dialect.name == "sqlite":
+            src.connection.dbapi_connection.text_factory = _text
+        else:  # a server source is read as one snapshot: no pin can outrun its row
+            src = src.execution_options(isolation_level="REPEATABLE READ")
+        theirs = source_pins(src)
+        wanted = {row_id for row_id, _ in theirs}
+        out.added, out.present, out.conflicts, keys = copy_compile_rows(src, dest, source.display, wanted)
+        out.added_instrument, out.present_instrument = copy_instrument_rows(src, dest, source.display)
+        out.pins = merge_pins(theirs, keys, dest)
     return out
 
 
 def merge(sources: list[str], db: str | None) -> tuple[str, list[SourceSummary]]:
     """Merge every source into the ledger at `db`; (its display, one summary per source)."""
-    with open_ledger(db, "write") as ledger, tempfile.TemporaryDirectory(prefix="ledger-merge-") as tmp:
+    with open_ledger(db, "write") as ledger, scratch_dir() as tmp, ExitStack() as stack:
+        # every source read (a snapshot of each file) before the destination is locked
+        opened = [stack.enter_context(open_source(value, tmp / f"source-{i}.db", ledger.target))
+                  for i, value in enumerate(sources)]
         summaries = []
         with ledger.engine.begin() as dest:
             fill_missing_keys(dest)  # keyless rows here must match their twins there
-            for value in sources:
-                with open_source(value, Path(tmp), ledger.target) as source:
-                    summaries.append(_merge_one(source, dest))
+            for source in opened:
+                summaries.append(_merge_one(source, dest))
         return ledger.display, summaries
