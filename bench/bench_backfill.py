@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import BIN, legacy_records, verdict  # noqa: E402
+from _common import BIN, legacy_records, verdict
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from ledger.legacy.cache_rule import state_sql  # noqa: E402
-from ledger.record import LEGACY_FIELDS  # noqa: E402
+from ledger.legacy.cache_rule import state_sql
+from ledger.record import LEGACY_FIELDS
 
 
 def build(path: Path, n: int) -> None:

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import BIN, verdict  # noqa: E402
+from _common import BIN, verdict
 
 
 def once(cmd) -> float:
@@ -33,9 +33,9 @@ HEAVY = "{'jax', 'jaxlib', 'probes', 'sqlalchemy', 'alembic', 'matplotlib'}"
 
 def imported_by(*argv: str) -> str:
     return subprocess.run(
-        [sys.executable, "-c", f"import sys; sys.argv={['ledger', *argv]!r}\n"
-         "from ledger.cli import app\ntry: app()\nexcept SystemExit: pass\n"
-         f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {HEAVY}), file=sys.stderr)"],
+        [sys.executable, "-c", (f"import sys; sys.argv={['ledger', *argv]!r}\n"
+                                "from ledger.cli import app\ntry: app()\nexcept SystemExit: pass\n"
+                                f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {HEAVY}), file=sys.stderr)")],
         capture_output=True, text=True, check=True).stderr.strip().splitlines()[-1]
 
 

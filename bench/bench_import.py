@@ -20,11 +20,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import BIN, legacy_records, verdict  # noqa: E402
+from _common import BIN, legacy_records, verdict
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from ledger.record import LEGACY_FIELDS  # noqa: E402
+from ledger.record import LEGACY_FIELDS
 
 RUNS = 7
 

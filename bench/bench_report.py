@@ -17,11 +17,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import BIN, legacy_records, verdict  # noqa: E402
+from _common import BIN, legacy_records, verdict
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-from ledger.record import COMPARABILITY_KEY, LEGACY_FIELDS  # noqa: E402
+from ledger.record import COMPARABILITY_KEY, LEGACY_FIELDS
 
 STATES = ("warm", "cold", "warm", "none", "cold", "unknown")
 KEY = ", ".join(COMPARABILITY_KEY)
@@ -69,8 +69,8 @@ def main() -> None:
         t0 = time.perf_counter()
         build(db, n)
         print(f"built {n:,} rows at head in {time.perf_counter() - t0:.1f}s")
-        bare_cmd = [sys.executable, "-c", f"import sqlite3; rows = sqlite3.connect({str(db)!r}).execute("
-                    f"{BARE!r}).fetchall(); print(len(rows))"]
+        bare_cmd = [sys.executable, "-c", (f"import sqlite3; rows = sqlite3.connect({str(db)!r}).execute("
+                                           f"{BARE!r}).fetchall(); print(len(rows))")]
         report_cmd = [BIN / "ledger", "report", "--db", db]
         timed(bare_cmd)  # warm the page cache for both
         floors, runs = [], []

@@ -14,17 +14,17 @@ from probes.spec import ProbeOutcome, ProbeSpec
 from probes.transforms import TRANSFORMS, describe_transforms, parse_transforms
 
 __all__ = [
-    "ProbeError",
+    "BUILTINS",
     "PROGRESS_PHASES",
-    "Progress",
     "TRANSFORMS",
+    "Objective",
+    "ProbeError",
+    "ProbeOutcome",
+    "ProbeSpec",
+    "Progress",
+    "describe_builtins",
     "describe_transforms",
     "parse_transforms",
-    "BUILTINS",
-    "Objective",
-    "describe_builtins",
     "resolve_objective",
-    "ProbeSpec",
-    "ProbeOutcome",
     "run_probe",
 ]

@@ -235,6 +235,6 @@ def build_pixelization(cell: dict):
     return fn, x0
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _logdet_h(s: int) -> float:
     return float(np.linalg.slogdet(_gradient_regularization(s).astype(np.float64))[1])

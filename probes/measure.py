@@ -10,8 +10,9 @@ import hashlib
 import os
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ledger.record import PROBE_RECORD_FIELDS, STATUS_FAILED, STATUS_OK, blank_record
 from probes import evidence, host
@@ -110,7 +111,7 @@ class Session:
         if self._built is None and self._build_error is None:
             try:
                 fn, x0 = self.objective.builder(dict(self.cell))
-            except Exception as err:  # the user's builder failed: every transform fails
+            except Exception as err:  # the user's builder failed: every transform fails  # noqa: BLE001
                 self._build_error, self._build_tb = err, traceback.format_exc()
             else:
                 import numpy as np
@@ -150,7 +151,7 @@ class Session:
             self._steady(a, prep, compiled)
             a.prov["stage_reached"] = DONE
             a.rec["program_fingerprint"] = hashlib.sha256(lowered.as_text().encode()).hexdigest()
-        except Exception as err:
+        except Exception as err:  # noqa: BLE001
             self._fail(a, err)
         else:
             a.rec["status"] = STATUS_OK
@@ -171,6 +172,7 @@ class Session:
 
     def _prepare(self, a: _Attempt):
         import jax
+
         from probes.transforms import build_transform
 
         fn, x0 = self.built()

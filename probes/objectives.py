@@ -20,8 +20,9 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from probes import builders
 from probes.errors import ProbeError
@@ -95,7 +96,7 @@ def _import_user_module(spec: str, mod_name: str):
         return importlib.import_module(mod_name)
     except ImportError as err:
         raise ProbeError(f"objective {spec!r}: cannot import {mod_name!r}: {err}") from None
-    except Exception as err:  # the user's module raised while importing
+    except Exception as err:  # the user's module raised while importing  # noqa: BLE001
         raise ProbeError(f"objective {spec!r}: importing {mod_name!r} raised "
                          f"{type(err).__name__}: {err}") from None
 

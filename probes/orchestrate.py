@@ -14,7 +14,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import uuid
-from typing import Callable
+from collections.abc import Callable
 
 from ledger.record import COLD, STATUS_OK, WARM
 from probes import protocol

@@ -19,8 +19,8 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ledger.record import PROBE_RECORD_FIELDS
 from probes.spec import ProbeSpec
@@ -69,7 +69,7 @@ def child_main(stdin=None) -> int:
     try:
         session = _session(job, lambda ev: send(PROGRESS, event=ev))
         send(CONTEXT, fields=session.static_fields(job["transforms"][0]))
-    except Exception as err:  # setup failed: the parent records each transform as failed
+    except Exception as err:  # setup failed: the parent records each transform as failed  # noqa: BLE001
         send(FATAL, error=f"{type(err).__name__}: {err}")
         return 3
     for t in job["transforms"]:

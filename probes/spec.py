@@ -38,7 +38,7 @@ class ProbeSpec:
     resolved: Objective | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
-    def make(cls, **options) -> "ProbeSpec":
+    def make(cls, **options) -> ProbeSpec:
         """A validated, normalised spec; ProbeError (one line) on a user error."""
         return cls(**options).validated()
 
@@ -46,7 +46,7 @@ class ProbeSpec:
     def is_valid(self) -> bool:
         return self.resolved is not None
 
-    def validated(self) -> "ProbeSpec":
+    def validated(self) -> ProbeSpec:
         if self.is_valid:
             return self
         transforms = parse_transforms(self.transforms)

@@ -12,8 +12,9 @@ is a full sweep of n_batch/batch_size chunks from Python).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from probes.errors import ProbeError
 

@@ -52,7 +52,7 @@ def mount_namespace() -> tuple[list[str] | None, str | None]:
         for command in NAMESPACES:
             try:
                 r = subprocess.run([*command, "sh", "-ec", 'mount -t tmpfs -o size=64k tmpfs "$1"', "sh", tmp],
-                                   capture_output=True, text=True, timeout=30)
+                                   capture_output=True, text=True, timeout=30, check=False)
             except (OSError, subprocess.TimeoutExpired) as exc:
                 why.append(f"{' '.join(command)}: {exc}")
                 continue
@@ -77,7 +77,7 @@ def unprivileged() -> tuple[list[str] | None, str | None]:
         return None, "running as root and there is no user nobody to become"
     prefix = ["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups"]
     # nobody must be able to run this venv's ledger (a clone under /root is not readable)
-    r = subprocess.run([*prefix, LEDGER, "--version"], capture_output=True, text=True, timeout=60, cwd="/")
+    r = subprocess.run([*prefix, LEDGER, "--version"], capture_output=True, text=True, timeout=60, cwd="/", check=False)
     if r.returncode != 0:
         return None, f"running as root and nobody cannot run {LEDGER}: {r.stderr.strip()[-300:]}"
     return prefix, None

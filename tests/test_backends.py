@@ -10,8 +10,19 @@ import pytest
 
 from ledger.record import LEGACY_FIELDS
 
-from .conftest import (CORPUS, CORPUS_COMPILE, CORPUS_RECORDS, CORPUS_SIBLINGS, CORPUS_STATES, PgDb,
-                       compile_records_of_corpus, insert_legacy, query, run_cli, write_json)
+from .conftest import (
+    CORPUS,
+    CORPUS_COMPILE,
+    CORPUS_RECORDS,
+    CORPUS_SIBLINGS,
+    CORPUS_STATES,
+    PgDb,
+    compile_records_of_corpus,
+    insert_legacy,
+    query,
+    run_cli,
+    write_json,
+)
 
 STATES_SQL = "SELECT cache_state, count(*) FROM compile_records GROUP BY cache_state ORDER BY cache_state"
 # Everything `ledger sql` must never change: rows, states, times, pins.

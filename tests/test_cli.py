@@ -8,13 +8,22 @@ import sys
 from pathlib import Path
 
 from ledger.storage.revisions import HEAD
-from .conftest import CORPUS, CORPUS_COMPILE, CORPUS_FILES, CORPUS_RECORDS, CORPUS_STATES, db_at, run_cli
+
+from .conftest import (
+    CORPUS,
+    CORPUS_COMPILE,
+    CORPUS_FILES,
+    CORPUS_RECORDS,
+    CORPUS_STATES,
+    db_at,
+    run_cli,
+)
 
 LEDGER = Path(sys.executable).with_name("ledger")
 
 
 def _run(*args, env=None, cwd=None):
-    return subprocess.run([LEDGER, *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd)
+    return subprocess.run([LEDGER, *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd, check=False)
 
 
 def test_help_does_not_import_jax_or_sqlalchemy():

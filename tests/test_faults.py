@@ -31,8 +31,16 @@ from ledger.record import LEGACY_FIELDS
 from ledger.storage.revisions import HEAD
 
 from .case_kinds import mount_namespace, unprivileged
-from .conftest import (CORPUS, CORPUS_COMPILE, CORPUS_SIBLINGS, CORPUS_STATES, compile_records_of_corpus, query,
-                       run_cli, write_json)
+from .conftest import (
+    CORPUS,
+    CORPUS_COMPILE,
+    CORPUS_SIBLINGS,
+    CORPUS_STATES,
+    compile_records_of_corpus,
+    query,
+    run_cli,
+    write_json,
+)
 
 LEDGER = Path(sys.executable).with_name("ledger")
 GOOD = compile_records_of_corpus()[0]
@@ -133,7 +141,7 @@ def test_import_killed_mid_transaction_leaves_nothing_partial(tmp_path, db):
     assert _ledger_counts(db) == (CORPUS_COMPILE, CORPUS_SIBLINGS)
     assert db.stat().st_size == before_size and _sha(db) == before_sha
 
-    again = subprocess.run([LEDGER, "import", tree, "--db", db], env=_env(), capture_output=True, text=True)
+    again = subprocess.run([LEDGER, "import", tree, "--db", db], env=_env(), capture_output=True, text=True, check=False)
     assert again.returncode == 0, again.stderr
     summary = again.stdout.strip().splitlines()[-1]
     assert summary.startswith("100000 records in 20 files: 100000 compile rows added (")
@@ -165,11 +173,11 @@ def test_migration_killed_on_postgresql_rolls_back(pg_db):
     copies = 2_250
     cols = list(LEGACY_FIELDS)
     legacy = [tuple(r.get(c) for c in cols) for r in compile_records_of_corpus()]
-    with psycopg.connect(pg_db.conninfo) as con:
-        with con.cursor().copy(f"COPY compile_records ({', '.join(cols)}) FROM STDIN") as copy:
-            for _ in range(copies):
-                for row in legacy:
-                    copy.write_row(row)
+    with psycopg.connect(pg_db.conninfo) as con, \
+            con.cursor().copy(f"COPY compile_records ({', '.join(cols)}) FROM STDIN") as copy:
+        for _ in range(copies):
+            for row in legacy:
+                copy.write_row(row)
     rows, columns = query(pg_db, PG_ROWS_SQL), query(pg_db, PG_COLUMNS_SQL)
     assert rows[0][0] == copies * CORPUS_COMPILE and "cache_state" not in {c for c, _ in columns}
 
@@ -205,7 +213,7 @@ def test_migration_killed_on_postgresql_rolls_back(pg_db):
     assert query(pg_db, PG_ROWS_SQL) == rows, seen
     assert query(pg_db, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'") == [(3,)]  # 0001's, and alembic's
 
-    again = subprocess.run([LEDGER, "db", "upgrade", "--db", str(pg_db)], env=_env(), capture_output=True, text=True)
+    again = subprocess.run([LEDGER, "db", "upgrade", "--db", str(pg_db)], env=_env(), capture_output=True, text=True, check=False)
     assert (again.returncode, again.stdout, again.stderr) == (0, f"at revision {HEAD}\n", "")
     states = dict(query(pg_db, "SELECT cache_state, count(*) FROM compile_records GROUP BY 1"))
     assert states == {s: n * copies for s, n in CORPUS_STATES.items()}
@@ -235,7 +243,7 @@ def test_probe_killed_between_transforms_keeps_the_finished_ones(tmp_path, db):
             return fn, np.ones(4, np.float32)
     '''))
     r = subprocess.run([LEDGER, "probe", "--objective", "probe_killer:killed_in_grad", "--transforms", "jit,vmap,grad",
-                        "--tag", "killed", "--db", db], cwd=tmp_path, env=_env(), capture_output=True, text=True)
+                        "--tag", "killed", "--db", db], cwd=tmp_path, env=_env(), capture_output=True, text=True, check=False)
     assert r.returncode == -signal.SIGKILL, r.stderr
     result = run_cli("sql", "SELECT transform, status, compile_s > 0 FROM compile_records ORDER BY id", "--csv", "--db", db)
     assert (result.exit_code, result.stdout) == (0, "transform,status,compile_s > 0\njit,ok,1\nvmap,ok,1\n")
@@ -263,7 +271,7 @@ def _in_namespace(tmp_path: Path, setup: str, *ledger_args, after: str = "") -> 
     '''
     env = dict(_env(), LEDGER=str(LEDGER), OUT=str(out), ERR=str(err), RC=str(rc))
     r = subprocess.run([*namespace, "sh", "-ec", script, "sh", *map(str, ledger_args)],
-                       env=env, capture_output=True, text=True, timeout=300)
+                       env=env, capture_output=True, text=True, timeout=300, check=False)
     assert r.returncode == 0 and rc.exists(), f"the namespace script failed: {r.stderr}"
     return int(rc.read_text()), out.read_text(), err.read_text()
 
@@ -302,7 +310,7 @@ def _as_unprivileged(own: Path, read_only: Path, mode: int, *ledger_args) -> tup
     read_only.chmod(mode)
     try:
         r = subprocess.run([*prefix, LEDGER, *map(str, ledger_args)], env=dict(_env(), HOME=str(own)), cwd=own,
-                           capture_output=True, text=True, timeout=300)
+                           capture_output=True, text=True, timeout=300, check=False)
     finally:
         read_only.chmod(before)
     return r.returncode, r.stdout, r.stderr

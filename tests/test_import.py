@@ -6,7 +6,21 @@ import json
 
 import pytest
 
-from .conftest import CORPUS, CORPUS_COMPILE, CORPUS_FILES, CORPUS_RECORDS, CORPUS_SIBLINGS, CORPUS_STATES, compile_records_of_corpus, corpus_records, db_at, insert_legacy, query, run_cli, write_json
+from .conftest import (
+    CORPUS,
+    CORPUS_COMPILE,
+    CORPUS_FILES,
+    CORPUS_RECORDS,
+    CORPUS_SIBLINGS,
+    CORPUS_STATES,
+    compile_records_of_corpus,
+    corpus_records,
+    db_at,
+    insert_legacy,
+    query,
+    run_cli,
+    write_json,
+)
 
 GOOD = compile_records_of_corpus()[0]
 

@@ -59,7 +59,7 @@ def test_corpus_gives_25_pins_from_its_34_warm_rows(db):
 
 
 def test_new_key_is_pinned_from_its_newest_warm_row(db, tmp_path):
-    old, new = add(db, tmp_path, rec(compile_s=2.0, timestamp="2026-07-01T10:00:00"),
+    _old, new = add(db, tmp_path, rec(compile_s=2.0, timestamp="2026-07-01T10:00:00"),
                    rec(compile_s=2.2, timestamp="2026-07-02T10:00:00", tag="newer"))
     result = run_cli("pins", "update", "--db", db)
     assert result.output == (
@@ -103,7 +103,7 @@ def test_repin_moves_every_pin_and_keeps_history(db, tmp_path):
 
 
 def test_repin_narrowed_by_a_filter_moves_only_those_pins(db, tmp_path):
-    a1, b1 = add(db, tmp_path, rec(model_type="a"), rec(model_type="b"))
+    _a1, b1 = add(db, tmp_path, rec(model_type="a"), rec(model_type="b"))
     run_cli("pins", "update", "--db", db)
     a2, _ = add(db, tmp_path, rec(model_type="a", compile_s=3.0, timestamp="2026-07-09T00:00:00"),
                 rec(model_type="b", compile_s=4.0, timestamp="2026-07-09T00:00:00"))

@@ -17,7 +17,7 @@ LEDGER = Path(sys.executable).with_name("ledger")
 
 
 def _probe(*args, env=None, cwd=None):
-    return subprocess.run([LEDGER, "probe", *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd)
+    return subprocess.run([LEDGER, "probe", *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd, check=False)
 
 
 def _rows(db, where="1=1"):

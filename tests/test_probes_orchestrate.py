@@ -11,7 +11,13 @@ import textwrap
 import pytest
 
 from ledger.record import PROBE_RECORD_FIELDS
-from probes import ProbeError, ProbeSpec, describe_builtins, resolve_objective, run_probe
+from probes import (
+    ProbeError,
+    ProbeSpec,
+    describe_builtins,
+    resolve_objective,
+    run_probe,
+)
 
 USER_OBJECTIVES = textwrap.dedent('''
     import os
@@ -150,14 +156,14 @@ def test_a_process_that_dies_mid_transform_keeps_the_other_rows(user_objectives)
 
 
 @pytest.mark.parametrize("kwargs,message", [
-    (dict(objective="nope"), "unknown objective 'nope'"),
-    (dict(objective="no_such_module_xyz:build"), "cannot import 'no_such_module_xyz'"),
-    (dict(objective="os:no_such_attr"), "has no attribute 'no_such_attr'"),
-    (dict(objective="os:sep"), "is not callable"),
-    (dict(transforms=["jit", "jitt"]), "unknown transform 'jitt'"),
-    (dict(transforms=[]), "no transforms given"),
-    (dict(transforms=["laxmap_vag"], n_batch=10, batch_size=4), "not divisible"),
-    (dict(steady_calls=0), "steady_calls must be >= 1"),
+    ({"objective": "nope"}, "unknown objective 'nope'"),
+    ({"objective": "no_such_module_xyz:build"}, "cannot import 'no_such_module_xyz'"),
+    ({"objective": "os:no_such_attr"}, "has no attribute 'no_such_attr'"),
+    ({"objective": "os:sep"}, "is not callable"),
+    ({"transforms": ["jit", "jitt"]}, "unknown transform 'jitt'"),
+    ({"transforms": []}, "no transforms given"),
+    ({"transforms": ["laxmap_vag"], "n_batch": 10, "batch_size": 4}, "not divisible"),
+    ({"steady_calls": 0}, "steady_calls must be >= 1"),
 ])
 def test_user_errors_are_one_line_probe_errors(kwargs, message):
     with pytest.raises(ProbeError) as exc:

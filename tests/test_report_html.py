@@ -77,7 +77,7 @@ def test_html_to_a_missing_folder_is_one_line_error(db, tmp_path):
 
 def _chromium(*args, cwd) -> subprocess.CompletedProcess:
     profile = f"--user-data-dir={cwd / 'chromium-profile'}"
-    return subprocess.run([CHROMIUM, *FLAGS, profile, *args], capture_output=True, text=True, timeout=120, cwd=cwd)
+    return subprocess.run([CHROMIUM, *FLAGS, profile, *args], capture_output=True, text=True, timeout=120, cwd=cwd, check=False)
 
 
 @needs_chromium

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, List, Optional
+from typing import Annotated
 
 import typer
 
@@ -14,7 +14,7 @@ from ledger.record import CACHE_STATES
 
 
 def import_cmd(
-    paths: Annotated[List[Path], typer.Argument(help="Legacy results trees (<root>/<hardware>/<name>.json) or JSON files.")],
+    paths: Annotated[list[Path], typer.Argument(help="Legacy results trees (<root>/<hardware>/<name>.json) or JSON files.")],
     skip_invalid: Annotated[bool, typer.Option("--skip-invalid", help="Import the valid records and list what was skipped.")] = False,
     db: DbOpt = None,
 ) -> None:
@@ -46,7 +46,7 @@ def import_cmd(
 
 
 def export_cmd(
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="File to write (default: stdout).")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="File to write (default: stdout).")] = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help="json (re-importable) or csv (compile rows).")] = "json",
     db: DbOpt = None,
 ) -> None:

@@ -9,7 +9,7 @@ so the defaults are not repeated here.
 
 from __future__ import annotations
 
-from typing import Annotated, List, Optional
+from typing import Annotated
 
 import typer
 
@@ -25,35 +25,34 @@ def _seconds(value):
 
 
 def probe_cmd(
-    objective: Annotated[Optional[str], typer.Option("--objective", "-o", help="A built-in (see `ledger objectives`) or package.module:builder, importable from the working directory.")] = None,
-    transforms: Annotated[Optional[List[str]], typer.Option("--transforms", "-t", help="Comma-separated or repeated (-t jit -t grad), or 'all'.")] = None,
-    cache_dir: Annotated[Optional[str], typer.Option("--cache-dir", help="JAX persistent compilation cache dir (unset: none, unless JAX_COMPILATION_CACHE_DIR is set).")] = None,
-    tag: Annotated[Optional[str], typer.Option("--tag", help="Free-text label kept on the rows.")] = None,
-    n_batch: Annotated[Optional[int], typer.Option("--n-batch", help="Inputs per batched call (vmap, laxmap, pyloop).")] = None,
-    batch_size: Annotated[Optional[int], typer.Option("--batch-size", help="Chunk size for laxmap_vag and pyloop_vag.")] = None,
-    steady_calls: Annotated[Optional[int], typer.Option("--steady-calls", help="Calls averaged into steady_s.")] = None,
-    dataset_class: Annotated[Optional[str], typer.Option("--dataset-class", help="The cell's dataset class, given to the builder and kept on the rows.")] = None,
-    instrument: Annotated[Optional[str], typer.Option("--instrument", help="The cell's instrument, given to the builder and kept on the rows.")] = None,
-    model_type: Annotated[Optional[str], typer.Option("--model-type", help="The cell's model type (unset: the objective's own).")] = None,
+    objective: Annotated[str | None, typer.Option("--objective", "-o", help="A built-in (see `ledger objectives`) or package.module:builder, importable from the working directory.")] = None,
+    transforms: Annotated[list[str] | None, typer.Option("--transforms", "-t", help="Comma-separated or repeated (-t jit -t grad), or 'all'.")] = None,
+    cache_dir: Annotated[str | None, typer.Option("--cache-dir", help="JAX persistent compilation cache dir (unset: none, unless JAX_COMPILATION_CACHE_DIR is set).")] = None,
+    tag: Annotated[str | None, typer.Option("--tag", help="Free-text label kept on the rows.")] = None,
+    n_batch: Annotated[int | None, typer.Option("--n-batch", help="Inputs per batched call (vmap, laxmap, pyloop).")] = None,
+    batch_size: Annotated[int | None, typer.Option("--batch-size", help="Chunk size for laxmap_vag and pyloop_vag.")] = None,
+    steady_calls: Annotated[int | None, typer.Option("--steady-calls", help="Calls averaged into steady_s.")] = None,
+    dataset_class: Annotated[str | None, typer.Option("--dataset-class", help="The cell's dataset class, given to the builder and kept on the rows.")] = None,
+    instrument: Annotated[str | None, typer.Option("--instrument", help="The cell's instrument, given to the builder and kept on the rows.")] = None,
+    model_type: Annotated[str | None, typer.Option("--model-type", help="The cell's model type (unset: the objective's own).")] = None,
     mixed_precision: Annotated[bool, typer.Option("--mixed-precision", help="Passed to the objective's builder and recorded.")] = False,
     isolate: Annotated[bool, typer.Option("--isolate", help="Each transform in a fresh process.")] = False,
     cold_warm: Annotated[bool, typer.Option("--cold-warm", help="A fresh cache dir, then the same transforms again in a new process.")] = False,
     db: DbOpt = None,
 ) -> None:
     """Measure an objective under JAX transforms; one row per transform."""
-    from probes import ProbeError, ProbeSpec, Progress, run_probe
-
     from ledger.output import format_table
     from ledger.storage.open import open_ledger
     from ledger.storage.writer import add_compile_record
+    from probes import ProbeError, ProbeSpec, Progress, run_probe
 
     # a repeated -t adds to the list (it used to keep only the last, silently)
     transforms = ",".join(transforms) if transforms else None
-    given = dict(objective=objective, transforms=transforms, cache_dir=cache_dir, tag=tag,
-                 n_batch=n_batch, batch_size=batch_size, steady_calls=steady_calls,
-                 dataset_class=dataset_class, instrument=instrument, model_type=model_type,
-                 mixed_precision=mixed_precision or None, isolate=isolate or None,
-                 cold_warm=cold_warm or None)
+    given = {"objective": objective, "transforms": transforms, "cache_dir": cache_dir, "tag": tag,
+                 "n_batch": n_batch, "batch_size": batch_size, "steady_calls": steady_calls,
+                 "dataset_class": dataset_class, "instrument": instrument, "model_type": model_type,
+                 "mixed_precision": mixed_precision or None, "isolate": isolate or None,
+                 "cold_warm": cold_warm or None}
     rows: list[dict] = []
     try:
         spec = ProbeSpec.make(**{k: v for k, v in given.items() if v is not None})

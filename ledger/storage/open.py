@@ -80,7 +80,7 @@ class Ledger:
             self._engine = None
 
     # -- context -----------------------------------------------------------------------
-    def __enter__(self) -> "Ledger":
+    def __enter__(self) -> Ledger:  # noqa: PYI034 (Self needs Python 3.11; the floor is 3.10)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
