@@ -1,11 +1,23 @@
-"""Rendering query results: an aligned table for people, CSV and JSON for tools."""
+"""Rendering query results: an aligned table for people, CSV and JSON for tools.
+
+format_* render a result held in memory. write_* stream one: each row is written as
+it comes, and the output is flushed on the first row and then at least every
+FLUSH_EVERY_S, so a reader at the other end of a pipe sees rows while a long query
+still runs, and holding a result of any length costs one row of memory.
+"""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
-from typing import Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
+from itertools import islice
+from typing import TextIO
+
+FLUSH_EVERY_S = 0.25
+WRITE_CHUNK = 1000  # rows rendered and written at once
 
 
 def _cell(value) -> str:
@@ -58,3 +70,73 @@ def _json_default(value):
 
 def format_json(columns: Sequence[str], rows: Sequence[Sequence]) -> str:
     return json.dumps([dict(zip(columns, row)) for row in rows], indent=1, default=_json_default) + "\n"
+
+
+def _paced(out: TextIO, rows: Iterable[Sequence], render: Callable[[list], str]) -> int:
+    """Write the rows as they come, rendered a chunk at a time (one write per row
+    would cost as much as the query); flush on the first row, then whenever
+    FLUSH_EVERY_S has passed since the last flush, so that a pipe's buffer does not
+    hold the rows of a slow query back. Returns the number of rows."""
+    chunk, n, due = [], 0, 0.0
+    try:
+        for row in rows:
+            chunk.append(row)
+            now = time.monotonic()
+            if now >= due or len(chunk) >= WRITE_CHUNK:
+                out.write(render(chunk))
+                n += len(chunk)
+                chunk.clear()
+                if now >= due:
+                    out.flush()
+                    due = now + FLUSH_EVERY_S
+    except Exception:
+        # the query failed after these rows: they are whole, and out before the error
+        # (not after an interrupt: that writes nothing more)
+        out.write(render(chunk))
+        out.flush()
+        raise
+    out.write(render(chunk))
+    out.flush()
+    return n + len(chunk)
+
+
+def write_csv(out: TextIO, columns: Sequence[str], rows: Iterable[Sequence]) -> int:
+    """`rows` as CSV with a header line, streamed; NULL is an empty field. Nothing at
+    all for a statement without columns."""
+    if not columns:
+        return _paced(out, rows, lambda chunk: "")
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+
+    def render(chunk: list) -> str:
+        writer.writerows(chunk)
+        text = buf.getvalue()
+        buf.seek(0)
+        buf.truncate()
+        return text
+
+    return _paced(out, rows, render)
+
+
+def write_json_lines(out: TextIO, columns: Sequence[str], rows: Iterable[Sequence]) -> int:
+    """`rows` as JSON lines, streamed: one object per row, keyed by column name."""
+    encode = json.JSONEncoder(default=_json_default).encode
+    return _paced(out, rows, lambda chunk: "".join(encode(dict(zip(columns, row))) + "\n" for row in chunk))
+
+
+def write_table(out: TextIO, columns: Sequence[str], rows: Iterable[Sequence], limit: int | None,
+                more: str = "") -> int:
+    """An aligned table of at most `limit` rows (None: all of them, held in memory to
+    size the columns), and when there are more, a closing line that says so:
+    `... (first 1000 rows<more>)`. Only the rows shown and one more are fetched."""
+    head = list(rows if limit is None else islice(rows, limit + 1))
+    cut = limit is not None and len(head) > limit
+    if cut:
+        head = head[:limit]
+    if columns:
+        out.write(format_table(columns, head))
+    if cut:
+        out.write(f"... (first {limit} rows{more})\n")
+    out.flush()
+    return len(head)

@@ -1,17 +1,30 @@
-"""`ledger sql`: ad-hoc, read-only queries over the ledger.
+"""`ledger sql`: ad-hoc, read-only queries over the ledger, streamed.
 
 Read-only is enforced by the database, not by guessing at the SQL text: SQLite is
 opened read-only (mode=ro) with query_only on and an authorizer that allows reads
 only; PostgreSQL runs it as one prepared statement in a session whose every
 transaction is read-only, and rolls it back. One statement per call.
+
+Rows come as the database makes them (SQLite steps the statement; PostgreSQL sends
+them to libpq's chunked or single-row mode), so a 10^7-row result costs no more
+memory than a chunk of rows.
+The first row is fetched before the caller gets the result: an error that a query
+makes at once is raised before anything is printed. A SIGINT (KeyboardInterrupt)
+stops the query inside the database: SQLite's progress handler lets Python's signal
+handler run while a statement steps, and psycopg cancels the query on the server.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from itertools import chain
+from typing import NamedTuple
 
 from ledger.errors import LedgerError, first_line
-from ledger.storage.sqlite_file import read_only
+from ledger.storage.sqlite_file import busy_timeout_s, read_only
 
 READ_ONLY_MSG = "ledger sql is read-only: only SELECT, WITH ... SELECT, EXPLAIN and read-only PRAGMAs run"
 
@@ -26,6 +39,15 @@ _READ_PRAGMAS_WITHOUT_VALUE = {
     "user_version", "schema_version", "application_id", "page_count", "page_size",
     "freelist_count", "encoding", "foreign_keys", "journal_mode",
 }
+# SQLite runs the progress handler every this many virtual-machine steps (a few
+# microseconds' work): often enough that a SIGINT ends the query at once, rarely
+# enough to cost nothing measurable.
+PROGRESS_STEPS = 10_000
+# Rows PostgreSQL's client takes at once. libpq hands a chunk over when it is full
+# or the result ends, and drops it for an error that comes first, so an error in
+# the first chunk's rows (a backend that ends its own session after one row) comes
+# before anything is printed, as it did when the whole result was fetched.
+STREAM_CHUNK = 1000
 _ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
 
 
@@ -43,38 +65,143 @@ def _authorizer(action, arg1, arg2, _db, _trigger):
     return sqlite3.SQLITE_DENY
 
 
-def _sqlite_query(path, query: str):
+class Result(NamedTuple):
+    """The columns of one statement, and its rows as they come (an iterator that
+    raises LedgerError, or KeyboardInterrupt when the query was interrupted)."""
+
+    columns: list[str]
+    rows: Iterator[tuple]
+
+
+def _primed(rows: Iterator[tuple]) -> Iterator[tuple]:
+    """`rows`, its first one already fetched: the errors a query makes at once come
+    before the caller prints anything."""
+    first = next(rows, None)
+    return iter(()) if first is None else chain((first,), rows)
+
+
+# -- SQLite ------------------------------------------------------------------------------
+
+
+def _go_on() -> int:
+    # Returning 0 lets the statement go on. What this call is for is its side effect:
+    # Python runs pending signal handlers on entering it, and a KeyboardInterrupt
+    # raised here aborts the statement (sqlite3 turns it into "interrupted").
+    return 0
+
+
+def _sqlite_error(exc: sqlite3.Error) -> BaseException:
+    text = str(exc)
+    if isinstance(exc, sqlite3.OperationalError) and text == "interrupted":
+        return KeyboardInterrupt()
+    if isinstance(exc, sqlite3.ProgrammingError) and "one statement" in text:
+        return LedgerError("ledger sql runs one statement at a time")
+    if isinstance(exc, sqlite3.DatabaseError) and ("authoriz" in text or "readonly" in text or "read-only" in text):
+        return LedgerError(READ_ONLY_MSG)
+    return LedgerError(f"sql error: {exc}")
+
+
+def _execute(con: sqlite3.Connection, query: str, wait_s: float) -> sqlite3.Cursor:
+    """con.execute(query), waiting up to `wait_s` for a writer's lock (a file not in
+    WAL mode, a writer inside its transaction) as the busy timeout would, but in
+    Python's sleep: SQLite's own wait sleeps in C, deaf to a SIGINT until the lock
+    is free or the timeout (600 s by default) is over."""
+    deadline, pause = time.monotonic() + wait_s, 0.001
+    while True:
+        try:
+            return con.execute(query)
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorcode", None) != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:
+                raise
+        time.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause = min(pause * 2, 0.05)
+
+
+def _sqlite_rows(cur: sqlite3.Cursor) -> Iterator[tuple]:
+    try:
+        for row in cur:  # noqa: UP028 (`yield from` would close the cursor when this generator closes)
+            yield row
+    except sqlite3.Error as exc:
+        raise _sqlite_error(exc) from None
+
+
+@contextmanager
+def _sqlite_query(path, query: str) -> Iterator[Result]:
     if not path.is_file():
         raise LedgerError(f"{path} is not a database file")
     try:
         with read_only(path) as con:
-            con.execute("SELECT count(*) FROM sqlite_master")  # a file that is no database fails here
-            con.execute("PRAGMA query_only = ON")
+            wait_s = busy_timeout_s()
+            try:
+                con.execute("PRAGMA busy_timeout = 0")  # waits for a writer's lock are _execute's
+                _execute(con, "SELECT count(*) FROM sqlite_master", wait_s)  # a file that is no database fails here
+                con.execute("PRAGMA query_only = ON")
+            except sqlite3.DatabaseError as exc:
+                raise LedgerError(f"cannot read {path}: {exc}") from None
             con.set_authorizer(_authorizer)
-            return _guarded_query(con, query)
-    except sqlite3.DatabaseError as exc:
+            con.set_progress_handler(_go_on, PROGRESS_STEPS)
+            try:
+                cur = _execute(con, query, wait_s)
+            except sqlite3.Error as exc:
+                raise _sqlite_error(exc) from None
+            rows = _sqlite_rows(cur)
+            try:
+                yield Result([d[0] for d in cur.description or ()], _primed(rows))
+            finally:
+                rows.close()
+    except sqlite3.OperationalError as exc:  # opening it: read_only() connects
         raise LedgerError(f"cannot read {path}: {exc}") from None
 
 
-def _guarded_query(con: sqlite3.Connection, query: str):
+# -- PostgreSQL --------------------------------------------------------------------------
+
+
+def _postgres_error(exc) -> LedgerError:
+    import psycopg
+
+    if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
+        return LedgerError(READ_ONLY_MSG)
+    if "multiple commands" in str(exc):
+        return LedgerError("ledger sql runs one statement at a time")
+    if "COPY" in str(exc) and "cannot be used" in str(exc):
+        return LedgerError("ledger sql does not run COPY: use a SELECT (with --csv for CSV)")
+    return LedgerError(f"sql error: {first_line(exc)}")
+
+
+def _postgres_rows(stream) -> Iterator[tuple]:
+    """The stream's rows; a statement with no result (SET, LOCK ...) has none."""
+    import psycopg
+
     try:
-        cur = con.execute(query)
-        rows = cur.fetchall()
-    except sqlite3.ProgrammingError as exc:
-        if "one statement" in str(exc):
-            raise LedgerError("ledger sql runs one statement at a time") from None
-        raise LedgerError(f"sql error: {exc}") from None
-    except sqlite3.DatabaseError as exc:
-        if "authoriz" in str(exc) or "readonly" in str(exc) or "read-only" in str(exc):
-            raise LedgerError(READ_ONLY_MSG) from None
-        raise LedgerError(f"sql error: {exc}") from None
-    return [d[0] for d in cur.description or ()], rows
+        for row in stream:
+            yield tuple(row)
+    except psycopg.Error as exc:
+        if type(exc) is psycopg.ProgrammingError and "didn't produce a result" in str(exc):
+            return
+        raise _postgres_error(exc) from None
 
 
-def _postgres_query(ledger, query: str):
-    """On a read-only session (see storage/engine.py), as one prepared statement:
-    the server refuses several commands in one, so no `COMMIT; DELETE ...`; and the
-    transaction is rolled back, side effects of functions included."""
+def _postgres_columns(pg, query: str) -> list[str]:
+    """The columns of a statement that gave no row (the stream says nothing of them):
+    from the server's description of it, prepared again and not run."""
+    from psycopg import pq
+
+    encoding = pg.info.encoding
+    res = pg.pgconn.prepare(b"", query.encode(encoding))
+    if res.status == pq.ExecStatus.COMMAND_OK:
+        res = pg.pgconn.describe_prepared(b"")
+    if res.status != pq.ExecStatus.COMMAND_OK:
+        return []
+    return [res.fname(i).decode(encoding) for i in range(res.nfields)]
+
+
+@contextmanager
+def _postgres_query(ledger, query: str) -> Iterator[Result]:
+    """On a read-only session (see storage/engine.py), as one statement through the
+    extended protocol, which is a prepared statement: the server refuses several
+    commands in one, so no `COMMIT; DELETE ...`; and the transaction is rolled back,
+    side effects of functions included. Rows come as the server sends them (libpq's
+    chunked or single-row mode); leaving early cancels the query on the server."""
     from sqlalchemy.exc import SQLAlchemyError
 
     if ledger.engine.dialect.driver != "psycopg":
@@ -84,37 +211,41 @@ def _postgres_query(ledger, query: str):
     except SQLAlchemyError as exc:
         raise LedgerError(f"cannot query {ledger.display}: {first_line(exc)}") from None
     import psycopg
+    from psycopg import capabilities
 
+    pg = raw.driver_connection
+    cur = pg.cursor()
+    # rows by the chunk where libpq can (17 and later): a row at a time costs three
+    # times as much; the server buffers its output by the 8 kB anyway
+    stream = cur.stream(query, size=STREAM_CHUNK if capabilities.has_stream_chunked() else 1)
+    rows = _postgres_rows(stream)
     try:
-        pg = raw.driver_connection
-        try:
-            cur = pg.execute(query, prepare=True)
-            columns = [d.name for d in cur.description or ()]
-            rows = [tuple(r) for r in cur.fetchall()] if cur.description else []
-        except psycopg.errors.ReadOnlySqlTransaction:
-            raise LedgerError(READ_ONLY_MSG) from None
-        except psycopg.Error as exc:
-            if "multiple commands" in str(exc):
-                raise LedgerError("ledger sql runs one statement at a time") from None
-            if "COPY cannot be used" in str(exc):
-                raise LedgerError("ledger sql does not run COPY: use a SELECT (with --csv for CSV)") from None
-            raise LedgerError(f"sql error: {first_line(exc)}") from None
-        finally:
-            try:
-                pg.rollback()
-            except psycopg.Error:
-                # No ROLLBACK gets through on a connection that is lost (the statement
-                # was pg_terminate_backend(pg_backend_pid())) or still streaming COPY
-                # TO STDOUT: close it, and the server ends the transaction unfinished,
-                # which is a rollback. The statement's own error is the one to report.
-                raw.invalidate()
-        return columns, rows
+        first = _primed(rows)
+        if cur.description is not None:
+            yield Result([d.name for d in cur.description], first)
+        else:  # no row came: the stream does not say what its columns were
+            yield Result(_postgres_columns(pg, query), first)
     finally:
+        try:
+            # first the stream: it holds the connection's lock, and closing it cancels
+            # a query still running (a capped table, an interrupt)
+            rows.close()
+            stream.close()
+            pg.rollback()
+        except psycopg.Error:
+            # No ROLLBACK gets through on a connection that is lost (the statement
+            # was pg_terminate_backend(pg_backend_pid())) or still streaming COPY
+            # TO STDOUT: close it, and the server ends the transaction unfinished,
+            # which is a rollback. The statement's own error is the one to report.
+            raw.invalidate()
         raw.close()
 
 
-def run_query(db: str | None, query: str) -> tuple[list[str], list[tuple]]:
-    """Columns and rows of one read-only statement."""
+@contextmanager
+def open_query(db: str | None, query: str) -> Iterator[Result]:
+    """The columns and rows of one read-only statement, streamed while the context
+    lasts; the connection is closed (and on PostgreSQL the transaction rolled back)
+    on leaving it."""
     if not query.strip():
         raise LedgerError("empty query")
     if not query.isascii():
@@ -126,7 +257,10 @@ def run_query(db: str | None, query: str) -> tuple[list[str], list[tuple]]:
 
     with open_ledger(db, "query") as ledger:
         if ledger.path is not None:
-            return _sqlite_query(ledger.path, query)
+            with _sqlite_query(ledger.path, query) as result:
+                yield result
+            return
         if not ledger.target.value.startswith("postgresql"):
             raise LedgerError(f"ledger sql reads SQLite files and PostgreSQL, not {ledger.display.split(':', 1)[0]}")
-        return _postgres_query(ledger, query)
+        with _postgres_query(ledger, query) as result:
+            yield result
