@@ -190,10 +190,10 @@ def test_each_batch_shape_is_its_own_key_in_pins_check_and_report(db, tmp_path):
     four, eight = _shapes(db, tmp_path)
     pins = ledger("pins", "update", "--db", db).stdout.splitlines()
     assert pins == [
-        f"new     local_cpu/node1 jax 0.10.2 imaging/mge/hst vmap_vag (n_batch 4, batch_size 2): row {four} 3s"
-        " (t, 2026-07-01T10:00:00)",
-        f"new     local_cpu/node1 jax 0.10.2 imaging/mge/hst vmap_vag (n_batch 8, batch_size 2): row {eight} 5s"
-        " (t, 2026-07-01T11:00:00)",
+        (f"new     local_cpu/node1 jax 0.10.2 imaging/mge/hst vmap_vag (n_batch 4, batch_size 2): row {four} 3s"
+         " (t, 2026-07-01T10:00:00)"),
+        (f"new     local_cpu/node1 jax 0.10.2 imaging/mge/hst vmap_vag (n_batch 8, batch_size 2): row {eight} 5s"
+         " (t, 2026-07-01T11:00:00)"),
         "2 pins: 2 new, 0 repinned, 0 unchanged"]
     # 4.8 s is fine for n_batch 8, 1.6x for n_batch 4: judged by its own shape's pin
     (slow,) = add(db, tmp_path, rec(transform="vmap_vag", n_batch=4, batch_size=2, compile_s=4.8,

@@ -19,6 +19,12 @@ def _tolerance(value: float) -> float:
     return value
 
 
+def _min_diff(value: float) -> float:
+    if not math.isfinite(value) or value < 0:
+        raise typer.BadParameter("must be a number of seconds, 0 or more (0.05: a regression is at least 50 ms slower)")
+    return value
+
+
 def _since(value: Optional[str]) -> Optional[str]:
     if value is not None:
         try:
@@ -31,6 +37,9 @@ def _since(value: Optional[str]) -> Optional[str]:
 def check_cmd(
     tolerance: Annotated[float, typer.Option("--tolerance", callback=_tolerance,
                                              help="A warm row slower than this times its pin is a regression.")] = 1.5,
+    min_diff: Annotated[float, typer.Option("--min-diff", callback=_min_diff,
+                                            help="Seconds a warm row must be slower than what it is judged against"
+                                                 " to be a regression (whatever the ratio).")] = 0.05,
     json: Annotated[bool, typer.Option("--json", help="A JSON document (for CI) instead of lines.")] = False,
     since: Annotated[Optional[str], typer.Option("--since", callback=_since,
                                                  help="Only rows from this timestamp on (ISO).")] = None,
@@ -48,7 +57,7 @@ def check_cmd(
 
     filters = filters_of(hardware, hostname, dataset_class, model_type, instrument, transform)
     with open_ledger(db, "write", create=False) as ledger:
-        result = run_check(ledger.engine, tolerance=tolerance, filters=filters, since=since)
+        result = run_check(ledger.engine, tolerance=tolerance, filters=filters, since=since, min_diff=min_diff)
     if json:
         typer.echo(result.as_json(), nl=False)
     else:

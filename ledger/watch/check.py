@@ -29,10 +29,12 @@ from ledger.watch.findings import (
     cache_findings,
     link_pin,
 )
+from ledger.watch.history import HISTORY, TOLERANCE_RULE, rule_text
 from ledger.watch.keys import loaded_cause_sql, loaded_sql, same_sql
 from ledger.watch.pins import describe_key, filter_sql, pinnable_sql, utc_now
 
 TOLERANCE = 1.5
+MIN_DIFF = 0.05  # seconds: below this a slower compile is never a regression, whatever its ratio
 OK, REGRESSION, INCONCLUSIVE = "ok", "regression", "inconclusive"
 VERDICTS = (OK, REGRESSION, INCONCLUSIVE, WENT_COLD, CACHE_OFF, CACHE_NOT_REUSED, JAX_CHANGED)
 # The verdicts that always fail the check; a cache-not-reused fails by its cause
@@ -52,10 +54,17 @@ def _judge_sql(dialect: str, where: str) -> str:
     newer = ("(COALESCE(r.timestamp, '') > COALESCE(p.timestamp, '')"
              " OR (COALESCE(r.timestamp, '') = COALESCE(p.timestamp, '') AND r.id > p.row_id))")
     loaded = loaded_sql("r")
+    # the key's own history judges where the pin has a threshold from it
+    # (ledger/watch/history.py), the fixed tolerance elsewhere; either way a row
+    # must also be min_diff seconds slower than what it is judged against, so a
+    # millisecond compile is never judged by its ratio alone
+    limit = "COALESCE(p.threshold_s, :tol * p.compile_s)"
+    base = "CASE WHEN p.threshold_s IS NULL THEN p.compile_s ELSE p.history_median_s END"
+    rule = f"CASE WHEN p.threshold_s IS NULL THEN '{TOLERANCE_RULE}' ELSE '{HISTORY}' END"
     judged = (
         "SELECT p.id AS pin_id, p.pin_key, r.id AS row_id, r.compile_s, p.compile_s AS pin_compile_s,"
-        " r.compile_s / NULLIF(p.compile_s, 0) AS ratio,"
-        f" CASE WHEN {loaded} THEN '{INCONCLUSIVE}' WHEN r.compile_s > :tol * p.compile_s"
+        f" r.compile_s / NULLIF(p.compile_s, 0) AS ratio, {rule} AS rule, {limit} AS threshold_s,"
+        f" CASE WHEN {loaded} THEN '{INCONCLUSIVE}' WHEN r.compile_s > {limit} AND r.compile_s - ({base}) > :min_diff"
         f" THEN '{REGRESSION}' ELSE '{OK}' END AS verdict, CASE WHEN {loaded} THEN {loaded_cause_sql('r')} END AS cause"
         f" FROM compile_records r JOIN pins p ON {match}"
         f" WHERE {pinnable_sql('r')} AND {newer}{where}"
@@ -63,10 +72,10 @@ def _judge_sql(dialect: str, where: str) -> str:
     one_per_finding = f"CASE WHEN verdict = '{OK}' THEN 0 ELSE row_id END"
     return (
         "INSERT INTO verdicts (check_run_id, pin_id, pin_key, row_id, n_rows, compile_s, pin_compile_s, ratio,"
-        " tolerance, verdict, cause, checked_at)"
+        " tolerance, verdict, cause, checked_at, rule, threshold_s)"
         " SELECT :run, pin_id, pin_key, MAX(row_id), COUNT(*), MAX(compile_s), pin_compile_s, MAX(ratio),"
-        f" :tol, verdict, MAX(cause), :now FROM ({judged}) judged"
-        f" GROUP BY pin_id, pin_key, pin_compile_s, verdict, {one_per_finding} ORDER BY MAX(row_id)"
+        f" :tol, verdict, MAX(cause), :now, rule, threshold_s FROM ({judged}) judged"
+        f" GROUP BY pin_id, pin_key, pin_compile_s, rule, threshold_s, verdict, {one_per_finding} ORDER BY MAX(row_id)"
     )
 
 
@@ -93,6 +102,7 @@ class CheckResult:
     exit_code: int
     counts: dict = field(default_factory=dict)
     findings: list[dict] = field(default_factory=list)
+    min_diff: float = MIN_DIFF
 
     def summary(self) -> str:
         shown = [v for v in VERDICTS if v in _ALWAYS_COUNTED or self.counts.get(v)]
@@ -100,13 +110,16 @@ class CheckResult:
         return f"check run {self.run_id} (tolerance {self.tolerance:g}x): {counts}"
 
     def as_json(self) -> str:
-        return json.dumps({"check_run_id": self.run_id, "tolerance": self.tolerance, "exit_code": self.exit_code,
+        return json.dumps({"check_run_id": self.run_id, "tolerance": self.tolerance, "min_diff_s": self.min_diff,
+                           "exit_code": self.exit_code,
                            "counts": {v: self.counts.get(v, 0) for v in VERDICTS}, "findings": self.findings},
                           indent=1, default=str) + "\n"
 
 
 _ORDER = "CASE v.verdict " + " ".join(f"WHEN '{v}' THEN {i}" for i, v in enumerate(VERDICTS)) + " END"
-_FINDING_COLUMNS = ("verdict", "row_id", "compile_s", "pin_id", "pin_compile_s", "ratio", "tolerance", "cause")
+_FINDING_COLUMNS = ("verdict", "row_id", "compile_s", "pin_id", "pin_compile_s", "ratio", "tolerance", "cause",
+                    "rule", "threshold_s")
+_PIN_HISTORY = ("history_n", "history_median_s", "history_mad_s")
 
 
 def _findings(conn, run_id: int, cache: list[Finding]) -> list[dict]:
@@ -115,7 +128,9 @@ def _findings(conn, run_id: int, cache: list[Finding]) -> list[dict]:
     known = {(f.verdict, f.row_id): f for f in cache}
     cols = ", ".join(f"v.{c}" for c in _FINDING_COLUMNS)
     key = ", ".join(f"r.{c}" for c in (*CACHE_CELL, "tag", "timestamp"))
+    cols += "".join(f", p.{c}" for c in _PIN_HISTORY)
     sql = (f"SELECT {cols}, {key} FROM verdicts v JOIN compile_records r ON r.id = v.row_id"
+           " LEFT JOIN pins p ON p.id = v.pin_id"
            f" WHERE v.check_run_id = :run AND v.verdict <> '{OK}' ORDER BY {_ORDER}, v.id")
     found = [dict(r) for r in conn.execute(sa.text(sql), {"run": run_id}).mappings()]
     for f in found:
@@ -128,7 +143,7 @@ def _findings(conn, run_id: int, cache: list[Finding]) -> list[dict]:
 
 
 def run_check(engine, *, tolerance: float = TOLERANCE, filters: dict | None = None,
-              since: str | None = None) -> CheckResult:
+              since: str | None = None, min_diff: float = MIN_DIFF) -> CheckResult:
     """Judge, store the run and its verdicts (one transaction), return the findings.
 
     The cache passes (a read: findings.py) run on their own connection in a thread
@@ -136,7 +151,7 @@ def run_check(engine, *, tolerance: float = TOLERANCE, filters: dict | None = No
     of the GIL while the database works)."""
     with ThreadPoolExecutor(1, thread_name_prefix="cache-findings") as pool:
         cold = pool.submit(_cache_pass, engine, filters, since)
-        return _judge_and_store(engine, cold, tolerance, filters, since)
+        return _judge_and_store(engine, cold, tolerance, min_diff, filters, since)
 
 
 def _cache_pass(engine, filters: dict | None, since: str | None) -> list[Finding]:
@@ -147,7 +162,8 @@ def _cache_pass(engine, filters: dict | None, since: str | None) -> list[Finding
         return cache_findings(conn, filters, since)
 
 
-def _judge_and_store(engine, cold: Future, tolerance: float, filters: dict | None, since: str | None) -> CheckResult:
+def _judge_and_store(engine, cold: Future, tolerance: float, min_diff: float, filters: dict | None,
+                     since: str | None) -> CheckResult:
     now = utc_now()
     where, params = filter_sql(filters, "r")
     if since is not None:
@@ -156,9 +172,10 @@ def _judge_and_store(engine, cold: Future, tolerance: float, filters: dict | Non
     given = {k: v for k, v in (filters or {}).items() if v is not None} | ({"since": since} if since else {})
     with engine.begin() as conn:
         run_id = conn.execute(sa.insert(check_runs).values(checked_at=now, tolerance=tolerance, exit_code=0,
+                                                           min_diff_s=min_diff,
                                                            filters=json.dumps(given, sort_keys=True))
                               ).inserted_primary_key[0]
-        conn.execute(sa.text(_judge_sql(conn.dialect.name, where)), params | {"run": run_id, "tol": tolerance, "now": now})
+        conn.execute(sa.text(_judge_sql(conn.dialect.name, where)), params | {"run": run_id, "tol": tolerance, "min_diff": min_diff, "now": now})
         found = cold.result()
         if found:
             conn.execute(sa.insert(verdicts), _cache_verdicts(conn, found, run_id, now))
@@ -167,7 +184,7 @@ def _judge_and_store(engine, cold: Future, tolerance: float, filters: dict | Non
         exit_code = 1 if counts.get(REGRESSION) or any(f.fails for f in found) else 0
         conn.execute(sa.update(check_runs).where(check_runs.c.id == run_id).values(exit_code=exit_code))
         findings = _findings(conn, run_id, found)
-    return CheckResult(run_id, tolerance, exit_code, counts, findings)
+    return CheckResult(run_id, tolerance, exit_code, counts, findings, min_diff)
 
 
 def finding_lines(findings: list[dict]) -> list[str]:
@@ -200,6 +217,8 @@ def finding_line(f: dict) -> str:
         return f"{head}: row {f['row_id']}: {f['cause']}" + ("" if f["fails"] else " [does not fail]")
     versus = f"row {f['row_id']} compile_s {f['compile_s']:.4g}s vs pin {f['pin_compile_s']:.4g}s (pin {f['pin_id']})"
     ratio = f"{f['ratio']:.2f}x" if f["ratio"] is not None else "n/a"
+    if f["verdict"] == REGRESSION and f.get("rule") == HISTORY:
+        return f"{head}: row {f['row_id']} compile_s {f['compile_s']:.4g}s > {rule_text(f)} (pin {f['pin_id']})"
     if f["verdict"] == REGRESSION:
         return f"{head}: {versus} = {ratio} > {f['tolerance']:g}x"
     return f"{head}: {versus} = {ratio}, not judged: {f['cause']}"
