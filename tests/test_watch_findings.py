@@ -49,7 +49,7 @@ def test_a_pinned_warm_cell_probed_without_a_cache_dir_is_cache_off(any_db, tmp_
     (off,) = probe(any_db, "nocache")  # the job lost its cache setting
     check = ledger("check", "--db", any_db, ok=(1,))
     finding, summary = check.stdout.splitlines()
-    assert finding.startswith("cache-off ") and " imaging/toy/synthetic jit: " in finding
+    assert finding.startswith("cache-off ") and " imaging/toy/synthetic jit (n_batch 8, batch_size 4): " in finding
     assert f": row {off} compiled with no cache dir, " in finding and "x pin " in finding
     assert finding.endswith(f": no cache dir since row {off} (cache_state none); the cell was warm under"
                             f" cache dir {cache} (last warm row {warm})")
@@ -163,7 +163,8 @@ def test_a_jax_bump_is_reported_and_does_not_fail(any_db, tmp_path, real_rows):
     # still cold on its second run under the new jax: an ordinary went-cold
     (again,) = imported(any_db, tmp_path, "bump2", [bumped(colds[0], new, "2099-01-02T00:00:00", "bump2")])
     lines = ledger("check", "--db", any_db, ok=(1,)).stdout.splitlines()
-    assert lines[0].startswith(f"went-cold     local_cpu/{host} jax {new} imaging/toy/synthetic jit, cache dir ")
+    assert lines[0].startswith(f"went-cold     local_cpu/{host} jax {new} imaging/toy/synthetic jit (n_batch 8, batch_size 4),"
+                             " cache dir ")
     assert f": row {again} is cold: " in lines[0] and f"(still cold after 2 runs under jax {new}; " in lines[0]
     assert lines[1].startswith(f"jax-changed   jax {old} → {new} on local_cpu/{host}: 1 cell recompiles once")
     assert lines[2] == f"check run 2 (tolerance 1.5x): {ALWAYS.replace('0 went-cold', '1 went-cold')}, 1 jax-changed"

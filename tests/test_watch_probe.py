@@ -44,7 +44,7 @@ def test_changed_xla_flags_send_the_cell_cold_and_check_names_them(tmp_path, db)
     check = _ledger("check", "--db", db, env=env)
     assert check.returncode == 1, check.stderr
     finding, summary = check.stdout.splitlines()
-    assert finding.startswith("went-cold ") and " jit, cache dir " in finding
+    assert finding.startswith("went-cold ") and " jit (n_batch 8, batch_size 4), cache dir " in finding
     assert finding.endswith(f"row {cold} is cold: XLA flags (last warm row {warm})")
     assert summary == "check run 2 (tolerance 1.5x): 0 ok, 0 regression, 0 inconclusive, 1 went-cold"
     assert query(db, "SELECT verdict, row_id, pin_id FROM verdicts WHERE check_run_id = 2") == [("went-cold", cold, 1)]
