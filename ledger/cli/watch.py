@@ -69,10 +69,11 @@ def check_cmd(
 
 
 def explain_cmd(
-    row_id: Annotated[int, typer.Argument(help="A cold row's id (compile_records.id).")],
+    row_id: Annotated[int, typer.Argument(help="A cold row's id, or a row's without a cache dir (compile_records.id).")],
     db: DbOpt = None,
 ) -> None:
-    """Why a cold row was cold: what differs from its cell's last warm row."""
+    """Why a cold row was cold (what differs from its cell's last warm row, a jax bump, a cache
+    never reused), or why a row had no cache (cache-off)."""
     from ledger.storage.open import open_ledger
     from ledger.watch.explain import explain_row
 
