@@ -323,3 +323,21 @@ def test_a_millisecond_compile_is_not_judged_by_its_ratio_alone(any_db, tmp_path
     assert query(any_db, "SELECT min_diff_s FROM check_runs ORDER BY id") == [(0.05,), (0.0,)]
     for bad in ("-1", "nan", "x"):
         assert run_cli("check", "--min-diff", bad, "--db", any_db).exit_code == 2
+
+
+# -- the cache findings on imported rows: --since, --json ------------------------------------
+
+def test_cache_off_respects_since_and_json_says_what_fails(db, tmp_path):
+    warm, off = add(db, tmp_path, rec(), rec(cache_state="none", cache_dir="", compile_s=9.0, timestamp=LATER))
+    # cold runs never written by design: reported, and --json says it does not fail
+    add(db, tmp_path, *(rec(transform="grad", cache_state="cold", compile_s=0.5, timestamp=t, cache_files_before=0,
+                            cache_files_after=0, cache_min_compile_time_s=1.0, cache_requests=1, cache_misses=0)
+                        for t in ("2026-07-03T10:00:00", "2026-07-04T10:00:00")))
+    doc = json.loads(run_cli("check", "--json", "--db", db).output)
+    assert doc["exit_code"] == 1 and doc["min_diff_s"] == 0.05
+    assert [(f["verdict"], f["fails"]) for f in doc["findings"]] == [("cache-off", True), ("cache-not-reused", False)]
+    assert doc["findings"][0]["row_id"] == off and f"(last warm row {warm})" in doc["findings"][0]["cause"]
+    assert "every compile (0.5 s) was under jax_persistent_cache_min_compile_time_secs 1" in doc["findings"][1]["cause"]
+    later = run_cli("check", "--since", "2026-07-03", "--db", db)  # the cache went off before that
+    assert (later.exit_code, later.output.splitlines()[-1]) == (
+        0, "check run 2 (tolerance 1.5x): 0 ok, 0 regression, 0 inconclusive, 0 went-cold, 1 cache-not-reused")
