@@ -34,6 +34,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_report.py
 	$(BIN)/python bench/bench_concurrency.py
 	$(BIN)/python bench/bench_sweep.py
+	$(BIN)/python bench/bench_sql_stream.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
