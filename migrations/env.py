@@ -11,9 +11,9 @@ from logging.config import fileConfig
 from alembic import context
 from alembic.util import CommandError
 
+from ledger.errors import LedgerError
 from ledger.storage.engine import make_engine
 from ledger.storage.url import resolve_db_url
-from ledger.errors import LedgerError
 
 config = context.config
 if config.config_file_name is not None and not config.attributes.get("url"):

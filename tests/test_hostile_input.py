@@ -44,8 +44,8 @@ SIBLING = {"serialize_s": 0.5, "deserialize_s": 0.25, "blob_mb": 3.0, "tag": "ex
 # between examples; each example makes its own database.
 # The same examples on every run (derandomize), so a CI run never fails on a case no
 # one has seen; HYPOTHESIS_EXPLORE=1 draws new ones when looking for trouble.
-SETTINGS = dict(deadline=None, database=None, derandomize=not os.environ.get("HYPOTHESIS_EXPLORE"),
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+SETTINGS = {"deadline": None, "database": None, "derandomize": not os.environ.get("HYPOTHESIS_EXPLORE"),
+                "suppress_health_check": [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]}
 
 
 def _sha(path: Path) -> str:
@@ -406,12 +406,12 @@ def _schema_and_counts(db: Path):
 # server's activity counters: a read changes those too.
 PG_FINGERPRINT = [
     # every relation outside the system schemas (tables, indexes, sequences, views), and its grants
-    "SELECT n.nspname, c.relname, c.relkind, c.relacl::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
-    " WHERE n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast') AND n.nspname !~ '^pg_(toast_)?temp_'"
-    " ORDER BY 1, 2",
+    ("SELECT n.nspname, c.relname, c.relkind, c.relacl::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+     " WHERE n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast') AND n.nspname !~ '^pg_(toast_)?temp_'"
+     " ORDER BY 1, 2"),
     "SELECT nspname, nspacl::text FROM pg_namespace WHERE nspname !~ '^pg_(toast_)?temp_' ORDER BY 1",
-    "SELECT table_name, column_name, data_type, is_nullable, column_default FROM information_schema.columns"
-    " WHERE table_schema = 'public' ORDER BY 1, ordinal_position",
+    ("SELECT table_name, column_name, data_type, is_nullable, column_default FROM information_schema.columns"
+     " WHERE table_schema = 'public' ORDER BY 1, ordinal_position"),
     "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1",
     "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE connamespace = 'public'::regnamespace ORDER BY 1",
     "SELECT tgrelid::regclass::text, tgname, tgenabled FROM pg_trigger WHERE NOT tgisinternal ORDER BY 1, 2",
@@ -423,9 +423,9 @@ PG_FINGERPRINT = [
     "SELECT count(*) FROM pg_description",
     "SELECT gid FROM pg_prepared_xacts WHERE database = current_database() ORDER BY 1",
     # settings that the next session would start with (ALTER ROLE / DATABASE ... SET)
-    "SELECT setdatabase <> 0, setrole <> 0, setconfig FROM pg_db_role_setting"
-    " WHERE setdatabase IN (0, (SELECT oid FROM pg_database WHERE datname = current_database()))"
-    " AND setrole IN (0, (SELECT oid FROM pg_roles WHERE rolname = current_user)) ORDER BY 1, 2",
+    ("SELECT setdatabase <> 0, setrole <> 0, setconfig FROM pg_db_role_setting"
+     " WHERE setdatabase IN (0, (SELECT oid FROM pg_database WHERE datname = current_database()))"
+     " AND setrole IN (0, (SELECT oid FROM pg_roles WHERE rolname = current_user)) ORDER BY 1, 2"),
     "SELECT datallowconn, datconnlimit, datacl::text FROM pg_database WHERE datname = current_database()",
 ]
 COPY_TARGET = Path("/tmp/ledger_hostile_copy")  # where the COPY ... TO statements above would write
@@ -674,8 +674,8 @@ OUT_OF_RANGE = {
 
 def test_explain_of_an_id_out_of_range_is_one_line(any_db):
     assert run_cli("import", CORPUS, "--db", any_db).exit_code == 0
-    for given, shown in OUT_OF_RANGE.items():
-        result = run_cli("explain", "--db", any_db, "--", given)
+    for asked, shown in OUT_OF_RANGE.items():
+        result = run_cli("explain", "--db", any_db, "--", asked)
         _no_exception(result)
         assert (result.exit_code, result.stdout) == (1, "")
         assert result.stderr == f"error: no compile row with id {shown}: ids run from 1 to {2**63 - 1}\n"

@@ -14,9 +14,24 @@ import pytest
 from sqlalchemy import create_engine, inspect
 
 from ledger.storage.models import metadata
-
 from ledger.storage.revisions import HEAD
-from .conftest import CORPUS, CORPUS_COMPILE, CORPUS_SIBLINGS, CORPUS_STATES, CORPUS_STATES_TEXT, PgDb, compile_records_of_corpus, corpus_records, db_at, insert_legacy, migrate, query, run_cli, write_json
+
+from .conftest import (
+    CORPUS,
+    CORPUS_COMPILE,
+    CORPUS_SIBLINGS,
+    CORPUS_STATES,
+    CORPUS_STATES_TEXT,
+    PgDb,
+    compile_records_of_corpus,
+    corpus_records,
+    db_at,
+    insert_legacy,
+    migrate,
+    query,
+    run_cli,
+    write_json,
+)
 from .test_backends import _insert_legacy
 
 REPO = Path(__file__).resolve().parent.parent
@@ -118,13 +133,13 @@ def _sabotage(db, how: str) -> None:
     if how == "table":
         statements = ["CREATE TABLE pins (x integer)"]
     elif isinstance(db, PgDb):
-        statements = ["CREATE FUNCTION fail_backfill() RETURNS trigger LANGUAGE plpgsql AS "
-                      "$$BEGIN RAISE EXCEPTION 'backfill refused'; END$$",
-                      "CREATE TRIGGER fail_backfill BEFORE UPDATE ON compile_records FOR EACH ROW "
-                      "WHEN (NEW.tag = 'boom') EXECUTE FUNCTION fail_backfill()"]
+        statements = [("CREATE FUNCTION fail_backfill() RETURNS trigger LANGUAGE plpgsql AS "
+                       "$$BEGIN RAISE EXCEPTION 'backfill refused'; END$$"),
+                      ("CREATE TRIGGER fail_backfill BEFORE UPDATE ON compile_records FOR EACH ROW "
+                       "WHEN (NEW.tag = 'boom') EXECUTE FUNCTION fail_backfill()")]
     else:
-        statements = ["CREATE TRIGGER fail_backfill BEFORE UPDATE ON compile_records WHEN NEW.tag = 'boom' "
-                      "BEGIN SELECT RAISE(ABORT, 'backfill refused'); END"]
+        statements = [("CREATE TRIGGER fail_backfill BEFORE UPDATE ON compile_records WHEN NEW.tag = 'boom' "
+                       "BEGIN SELECT RAISE(ABORT, 'backfill refused'); END")]
     if isinstance(db, PgDb):
         import psycopg
 
@@ -191,7 +206,7 @@ def test_alembic_cli_says_an_unopenable_database_in_one_line(tmp_path):
     alembic = Path(sys.executable).with_name("alembic")
     missing = tmp_path / "no" / "such" / "dir.db"
     result = subprocess.run([alembic, "-x", f"db={missing}", "upgrade", "head"], cwd=REPO,
-                            capture_output=True, text=True)
+                            capture_output=True, text=True, check=False)
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert result.stderr.strip().endswith(f"cannot open {missing}: unable to open database file")
 
@@ -200,9 +215,9 @@ def test_a_stopped_server_is_one_line_and_never_shows_the_password(tmp_path):
     """No server listens on port 1: alembic and ledger each say so in one line."""
     env = dict(os.environ, LEDGER_DB="postgresql+psycopg://someone:s3cret@127.0.0.1:1/ledger")
     alembic = subprocess.run([Path(sys.executable).with_name("alembic"), "upgrade", "head"], cwd=REPO,
-                             capture_output=True, text=True, env=env)
+                             capture_output=True, text=True, env=env, check=False)
     ledger = subprocess.run([Path(sys.executable).with_name("ledger"), "db", "upgrade"], cwd=tmp_path,
-                            capture_output=True, text=True, env=env)
+                            capture_output=True, text=True, env=env, check=False)
     expected = "cannot open postgresql+psycopg://someone:***@127.0.0.1:1/ledger: connection failed: "
     assert alembic.returncode != 0 and alembic.stdout.startswith(f"FAILED: {expected}")
     assert ledger.returncode == 1 and ledger.stderr.startswith(f"error: {expected}") and ledger.stderr.count("\n") == 1

@@ -37,7 +37,7 @@ RAL = """\
 | imaging / pixelization / hst | laxmap_vag | 1.16 | 18.14 | 15.7x | {p5} | - | prodigy-census-ral32-warm | 2026-07-28 20:03 |
 | imaging / pixelization / hst | pyloop_vag | 1.00 | 15.51 | 15.5x | {p6} | - | prodigy-census-ral32-warm | 2026-07-28 19:21 |
 """
-RAL_PINS = dict(p1="21.16", p2="16.29", p3="1.37", p4="1.81", p5="1.16", p6="1.00")
+RAL_PINS = {"p1": "21.16", "p2": "16.29", "p3": "1.37", "p4": "1.81", "p5": "1.16", "p6": "1.00"}
 
 
 def imported(db):
@@ -196,8 +196,8 @@ def test_update_errors(db, tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text("# No markers here\n")
     r = report(db, "--update", readme)
-    assert (r.exit_code, r.output) == (1, f"error: {readme} has no {START} ... {END} markers: add them where"
-                                          " the report goes\n")
+    assert (r.exit_code, r.output) == (1, (f"error: {readme} has no {START} ... {END} markers: add them where"
+                                           " the report goes\n"))
     readme.write_text(f"{END}\n{START}\n")  # wrong order is no block either
     assert report(db, "--update", readme, "--check").exit_code == 1
     assert readme.read_text() == f"{END}\n{START}\n"

@@ -72,7 +72,7 @@ def _root(
     ctx.meta[_TRACEBACK] = traceback
 
 
-from ledger.cli import db, legacy, merge, pins, probe, report, sql, sweep, watch  # noqa: E402  (the groups need `app`'s root above)
+from ledger.cli import db, legacy, merge, pins, probe, report, sql, sweep, watch
 
 app.command("import")(legacy.import_cmd)
 app.command("export")(legacy.export_cmd)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -11,12 +11,12 @@ from ledger.cli.options import DbOpt
 app = typer.Typer(help="Sticky warm-compile pins: the expected warm compile of each key.", no_args_is_help=True)
 
 # The filters every watch command takes (ledger.watch.pins.FILTER_FIELDS).
-HardwareOpt = Annotated[Optional[str], typer.Option("--hardware", help="Only this hardware (e.g. local_cpu).")]
-HostnameOpt = Annotated[Optional[str], typer.Option("--hostname", help="Only this host.")]
-DatasetOpt = Annotated[Optional[str], typer.Option("--dataset-class", help="Only this dataset class.")]
-ModelOpt = Annotated[Optional[str], typer.Option("--model-type", help="Only this model type.")]
-InstrumentOpt = Annotated[Optional[str], typer.Option("--instrument", help="Only this instrument.")]
-TransformOpt = Annotated[Optional[str], typer.Option("--transform", help="Only this transform (jit, grad, vag, ...).")]
+HardwareOpt = Annotated[str | None, typer.Option("--hardware", help="Only this hardware (e.g. local_cpu).")]
+HostnameOpt = Annotated[str | None, typer.Option("--hostname", help="Only this host.")]
+DatasetOpt = Annotated[str | None, typer.Option("--dataset-class", help="Only this dataset class.")]
+ModelOpt = Annotated[str | None, typer.Option("--model-type", help="Only this model type.")]
+InstrumentOpt = Annotated[str | None, typer.Option("--instrument", help="Only this instrument.")]
+TransformOpt = Annotated[str | None, typer.Option("--transform", help="Only this transform (jit, grad, vag, ...).")]
 
 
 def filters_of(hardware, hostname, dataset_class, model_type, instrument, transform) -> dict:

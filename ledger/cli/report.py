@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -12,16 +12,16 @@ from ledger.errors import LedgerError
 
 
 def report_cmd(
-    html: Annotated[Optional[Path], typer.Option(
+    html: Annotated[Path | None, typer.Option(
         "--html", help="Write a self-contained HTML page with charts (instead of markdown on stdout).",
         dir_okay=False)] = None,
-    update: Annotated[Optional[Path], typer.Option(
+    update: Annotated[Path | None, typer.Option(
         "--update", help="Rewrite the report between <!-- ledger-report:start/end --> in this file"
         " (only those bytes; a symlink's target is updated).")] = None,
     check: Annotated[bool, typer.Option("--check", help="With --update: write nothing, exit 1 if the block is stale.")]
     = False,
-    model_type: Annotated[Optional[str], typer.Option("--model-type", help="Only this model type.")] = None,
-    hostname: Annotated[Optional[str], typer.Option("--hostname", help="Only this host.")] = None,
+    model_type: Annotated[str | None, typer.Option("--model-type", help="Only this model type.")] = None,
+    hostname: Annotated[str | None, typer.Option("--hostname", help="Only this host.")] = None,
     db: DbOpt = None,
 ) -> None:
     """Markdown report: one table per host key (hardware, hostname, jax, precision), never ranked across keys."""

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from ledger.cli.options import DbOpt
-from ledger.cli.pins import (DatasetOpt, HardwareOpt, HostnameOpt, InstrumentOpt, ModelOpt, TransformOpt,
-                             filters_of)
+from ledger.cli.pins import DatasetOpt, HardwareOpt, HostnameOpt, InstrumentOpt, ModelOpt, TransformOpt, filters_of
 
 
 def _tolerance(value: float) -> float:
@@ -25,7 +24,7 @@ def _min_diff(value: float) -> float:
     return value
 
 
-def _since(value: Optional[str]) -> Optional[str]:
+def _since(value: str | None) -> str | None:
     if value is not None:
         try:
             datetime.fromisoformat(value)
@@ -41,7 +40,7 @@ def check_cmd(
                                             help="Seconds a warm row must be slower than what it is judged against"
                                                  " to be a regression (whatever the ratio).")] = 0.05,
     json: Annotated[bool, typer.Option("--json", help="A JSON document (for CI) instead of lines.")] = False,
-    since: Annotated[Optional[str], typer.Option("--since", callback=_since,
+    since: Annotated[str | None, typer.Option("--since", callback=_since,
                                                  help="Only rows from this timestamp on (ISO).")] = None,
     hardware: HardwareOpt = None, hostname: HostnameOpt = None, dataset_class: DatasetOpt = None,
     model_type: ModelOpt = None, instrument: InstrumentOpt = None, transform: TransformOpt = None,

@@ -10,9 +10,9 @@ migration runs.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 from sqlalchemy import func, select, text
 from sqlalchemy.engine import Connection, Engine

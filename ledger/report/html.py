@@ -20,16 +20,16 @@ import matplotlib
 
 matplotlib.use("Agg")  # before anything draws: CI machines have no display
 
-from matplotlib.dates import AutoDateLocator, ConciseDateFormatter  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.ticker import NullFormatter  # noqa: E402
+from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import NullFormatter
 
-from ledger.files import atomic_write  # noqa: E402
-from ledger.record import COLD, WARM  # noqa: E402
-from ledger.report import lines as rl  # noqa: E402
-from ledger.report import text  # noqa: E402
-from ledger.report.lines import Line  # noqa: E402
+from ledger.files import atomic_write
+from ledger.record import COLD, WARM
+from ledger.report import lines as rl
+from ledger.report import text
+from ledger.report.lines import Line
 
 WARM_COLOR, COLD_COLOR, PIN_COLOR, MARK_COLOR = "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"
 NCOLS = 3

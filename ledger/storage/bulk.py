@@ -8,7 +8,7 @@ Every compile and sibling row carries record_key, a digest of its identity
 from __future__ import annotations
 
 import json
-from typing import Callable
+from collections.abc import Callable
 
 from sqlalchemy import select, text
 from sqlalchemy.engine import Connection

@@ -170,11 +170,11 @@ def _pin_values(change: Change, now: str) -> dict:
 def _history_values(change: Change, now: str) -> dict:
     old = change.old or {}
     new = change.new
-    return dict(pin_key=change.key, action=change.action, changed_at=now,
-                old_row_id=old.get("row_id"), old_compile_s=old.get("compile_s"),
-                old_tag=old.get("tag"), old_timestamp=old.get("timestamp"),
-                new_row_id=new["id"], new_compile_s=new["compile_s"], new_tag=new["tag"],
-                new_timestamp=new["timestamp"])
+    return {"pin_key": change.key, "action": change.action, "changed_at": now,
+                "old_row_id": old.get("row_id"), "old_compile_s": old.get("compile_s"),
+                "old_tag": old.get("tag"), "old_timestamp": old.get("timestamp"),
+                "new_row_id": new["id"], "new_compile_s": new["compile_s"], "new_tag": new["tag"],
+                "new_timestamp": new["timestamp"]}
 
 
 def apply_plan(conn, plan: PinPlan) -> None:

@@ -8,7 +8,6 @@ Revises:
 
 import sqlalchemy as sa
 from alembic import op
-
 from ledger_stash import drop_all
 
 revision = "0001"

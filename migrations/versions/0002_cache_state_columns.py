@@ -12,7 +12,6 @@ Revises: 0001
 
 import sqlalchemy as sa
 from alembic import op
-
 from ledger_stash import any_set, restore, stash
 
 # Kept aside by a downgrade below this revision: states the 0003 backfill could not

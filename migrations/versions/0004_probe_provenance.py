@@ -10,7 +10,6 @@ Revises: 0003
 
 import sqlalchemy as sa
 from alembic import op
-
 from ledger_stash import any_set, restore, stash
 
 revision = "0004"

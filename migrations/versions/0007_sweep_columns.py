@@ -12,7 +12,6 @@ Revises: 0006
 
 import sqlalchemy as sa
 from alembic import op
-
 from ledger_stash import any_set, restore, stash
 
 revision = "0007"
