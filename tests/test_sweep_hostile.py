@@ -166,6 +166,21 @@ def test_a_long_value_is_cut_short_in_the_plan(tmp_path):
     assert len(done.stdout) < 2_000_000  # whole, it would be 5 GB
 
 
+def test_a_value_with_a_line_break_or_escape_stays_one_row(tmp_path):
+    """Found by the spec property: a "\\x1e" (a line break to str.splitlines) split a
+    plan's row; an ESC would drive the terminal. Values are shown escaped."""
+    text = '[grid]\nmodel_type = ["\\u001e"]\ndataset_class = ["a\\nb\\u001b[2J"]\n'
+    plan = run_cli("sweep", "plan", _spec(tmp_path, text))
+    assert plan.exit_code == 0 and plan.stdout.splitlines()[2] == "   0  toy        model_type=\\x1e dataset_class=a\\nb\\x1b[2J       0"
+    assert len(plan.stdout.splitlines()) == 4
+    from ledger.sweep import spec, store
+
+    made = store.create(tmp_path / "sweeps", spec.load(_spec(tmp_path, text)), "local", {"kind": store.PER_TASK, "path": None})
+    status = run_cli("sweep", "status", made.dir)
+    assert status.stdout.splitlines()[3] == "   0  toy \\x1e a\\nb\\x1b[2J  missing     0", status.stdout
+    assert len(status.stdout.splitlines()) == 5  # summary, head, rule, the task, next
+
+
 # -- files that are not a regular file of sane size -------------------------------------
 
 def _not_regular(tmp_path: Path) -> dict[str, tuple[Path, str]]:
@@ -289,10 +304,12 @@ GRID_KEY = st.sampled_from(["dataset_class", "instrument", "model_type", "n_batc
 # Values a spec means, drawn more often than hostile ones, so that many specs are planned.
 # Objectives only from these names: any other is imported when the spec is checked.
 OBJECTIVES = st.lists(st.sampled_from(["toy", "toy", "toy", "nope.module:build", "toy:x", ""]), min_size=1, max_size=3)
+HOSTILE_OBJECTIVES = st.one_of(SCALAR, st.lists(SCALAR, max_size=3)).filter(lambda v: ":" not in repr(v))
 SENSIBLE = {
     "transforms": st.one_of(st.just("all"), st.lists(st.sampled_from(["jit", "grad", "vag", "vmap"]), min_size=1,
                                                       max_size=3, unique=True)),
-    "repeats": st.one_of(st.integers(1, 3), st.integers(50, 400)), "cold_warm": st.booleans(), "steady_calls": st.integers(1, 3),
+    "repeats": st.one_of(st.integers(1, 3), st.integers(50, 400)), "cold_warm": st.booleans(),
+    "steady_calls": st.integers(1, 3),
     "cache": st.sampled_from(["per-task", "shared", "none", "/tmp/c"]),
     "setup": st.lists(st.sampled_from(["module load cuda", "echo ok", "export A=1"]), max_size=2),
     "dataset_class": st.lists(st.sampled_from(["imaging", "interferometer"]), min_size=1, max_size=2),
@@ -312,7 +329,7 @@ def spec_texts(draw) -> str:
 
     top, grid = table(TOP), table(GRID_KEY)
     if draw(st.booleans()):
-        top["objectives"] = draw(VALUE if draw(st.integers(0, 4)) == 0 else OBJECTIVES)
+        top["objectives"] = draw(HOSTILE_OBJECTIVES if draw(st.integers(0, 4)) == 0 else OBJECTIVES)
     if draw(st.integers(0, 9)) == 0:
         draw(st.sampled_from([top, grid]))["colour"] = draw(VALUE)  # a setting there is not
     text = "".join(f"{k} = {_toml_value(v)}\n" for k, v in top.items())

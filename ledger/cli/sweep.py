@@ -32,22 +32,23 @@ MaxTasksOpt = Annotated[int | None, typer.Option(
 def plan_cmd(spec: SpecArg, max_tasks: MaxTasksOpt = None) -> None:
     """Print the sweep's tasks and its size; run nothing."""
     from ledger.output import format_table
-    from ledger.sweep.spec import VALUE_SHOWN, cut, load
+    from ledger.sweep.spec import displayed, load
 
     sweep = load(spec, max_tasks)
     tasks = sweep.tasks()
     typer.echo(format_table(["task", "objective", "cell", "repeat"],
-                            [[t.index, cut(t.objective, VALUE_SHOWN), _cell(t.cell), t.repeat] for t in tasks]),
+                            [[t.index, displayed(t.objective), _cell(t.cell), t.repeat] for t in tasks]),
                nl=False)
     typer.echo(f"{len(tasks)} tasks x {sweep.rows_per_task()} rows ({', '.join(sweep.transforms)}"
                f"{', cold and warm' if sweep.cold_warm else ''}) = {len(tasks) * sweep.rows_per_task()} rows")
 
 
 def _cell(cell: dict) -> str:
-    from ledger.sweep.spec import VALUE_SHOWN, cut
+    from ledger.sweep.spec import displayed
 
-    # each value cut short: a plan of 10^4 tasks of a 100k value stays a few MB
-    return " ".join(f"{k}={cut(str(v), VALUE_SHOWN)}" for k, v in cell.items()) or "-"
+    # each value escaped and cut short: a row stays one line, and a plan of 10^4 tasks
+    # of a 100k value a few MB
+    return " ".join(f"{k}={displayed(v)}" for k, v in cell.items()) or "-"
 
 
 @app.command("run")

@@ -78,8 +78,8 @@ class Task:
     def label(self) -> str:
         """The task in a few words, for tables and messages: each value cut short (a
         100k value in the grid stays a line, and 10^4 tasks a readable table)."""
-        parts = [cut(self.objective, VALUE_SHOWN), *(
-            cut(str(v), VALUE_SHOWN) if k in ("dataset_class", "instrument", "model_type") else f"{k}={v}"
+        parts = [displayed(self.objective), *(
+            displayed(v) if k in ("dataset_class", "instrument", "model_type") else f"{k}={v}"
             for k, v in self.cell.items())]
         return " ".join(parts) + (f" #{self.repeat}" if self.repeat else "")
 
@@ -309,6 +309,13 @@ def check_task(spec: SweepSpec, task: Task) -> None:
     except (ProbeError, TypeError, ValueError) as exc:
         # the label and the probe's message may quote a 100k value: each cut short
         raise LedgerError(f"task {task.index} ({cut(task.label(), 120)}): {cut(str(exc), 300)}") from None
+
+
+def displayed(value) -> str:
+    """A spec value as a table shows it: a line break or other control character
+    escaped (it would split the row, or drive the terminal), then cut short."""
+    text = str(value)
+    return cut(text if text.isprintable() else repr(text)[1:-1], VALUE_SHOWN)
 
 
 def cut(text: str, limit: int) -> str:
