@@ -18,6 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ledger.storage.revisions import HEAD
+
 from .conftest import query, run_cli
 
 LEDGER = Path(sys.executable).with_name("ledger")
@@ -571,7 +573,7 @@ def test_status_refuses_a_task_file_at_a_revision_it_does_not_know(tmp_path):
     con.close()
     status = run_cli("sweep", "status", sweep.dir)
     assert (status.exit_code, status.output) == (1, (
-        f"error: {sweep.task_db(0)} is at revision 0099, which this ledger does not know (its newest is 0007): "
+        f"error: {sweep.task_db(0)} is at revision 0099, which this ledger does not know (its newest is {HEAD}): "
         "it was written by a newer ledger; upgrade the ledger\n"))
 
 
