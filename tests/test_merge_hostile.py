@@ -14,6 +14,7 @@ hypothesis property writes arbitrary values into a source row's columns.
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 import uuid
@@ -22,8 +23,8 @@ import pytest
 from hypothesis import event, given, reject, settings
 from hypothesis import strategies as st
 
-from ledger.merge.rows import checked_compile_row, checked_instrument_row
 from ledger.record import COMPILE_FIELDS, INSTRUMENT_COLUMNS
+from ledger.record_validation import INT64, compile_row, instrument_row
 
 from .conftest import CORPUS, PgDb, query, run_cli, write_json
 from .test_hostile_input import SETTINGS, _no_exception
@@ -217,11 +218,19 @@ def _raw_rows(db, table: str, columns) -> list[dict]:
 
 
 def _all_valid(db) -> None:
-    """Every row of the destination passes the validator, read back as stored."""
+    """Every row of the destination passes the record contract's validator, read back as
+    stored (SQLite's 0/1 for a boolean made true/false), with a 64-bit key."""
     for raw in _raw_rows(db, "compile_records", (*COMPILE_FIELDS, "record_key")):
-        checked_compile_row(raw)
-    for raw in _raw_rows(db, "instrument_records", ("record_json", *INSTRUMENT_COLUMNS, "record_key")):
-        checked_instrument_row(raw)
+        rec = {name: raw[name] for name in COMPILE_FIELDS}
+        if type(rec["mixed_precision"]) is int:
+            rec["mixed_precision"] = bool(rec["mixed_precision"])
+        compile_row(rec)
+        assert type(raw["record_key"]) is int and INT64[0] <= raw["record_key"] <= INT64[1]
+    for raw in _raw_rows(db, "instrument_records", ("record_json", "hardware", "record_key")):
+        rec = json.loads(raw["record_json"])
+        assert isinstance(rec, dict)
+        instrument_row(rec, default_hardware=raw["hardware"])
+        assert type(raw["record_key"]) is int
     bad_pins = query(db, "SELECT count(*) FROM pins p LEFT JOIN compile_records r ON r.id = p.row_id"
                          " WHERE r.id IS NULL OR r.compile_s <> p.compile_s OR r.cache_state <> 'warm'")
     assert bad_pins == [(0,)]
