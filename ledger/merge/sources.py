@@ -1,9 +1,13 @@
 """A merge source, read and never changed.
 
 A SQLite source is copied first, through SQLite's backup API on a read-only
-connection (a consistent snapshot even while its node is still writing), and a copy
-at an older revision is brought to head; the source file itself is only read. A
-server source must already be at head: there is no copy to upgrade.
+connection inside one read transaction (a consistent snapshot even while its node is
+still writing), and a copy at an older revision is brought to head; the source file
+itself is only read. The copies are made before the destination's write lock is
+taken, and a source whose lock another process holds is waited for no longer than
+LEDGER_BUSY_TIMEOUT. A server source must already be at head: there is no copy to
+upgrade. A source that is the destination, however it is spelled (a path, a
+sqlite:/// URL, a symbolic or hard link), is refused.
 """
 
 from __future__ import annotations
