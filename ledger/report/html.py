@@ -58,8 +58,8 @@ def bar_chart(title: str, lines: list[Line]) -> str:
     fig = Figure(figsize=(10, 1.2 + 0.32 * len(lines)), layout="constrained")
     ax = fig.add_subplot()
     ys = range(len(lines))
-    warm = [ln.warm["compile_s"] if ln.warm else 0 for ln in lines]
-    cold = [ln.cold["compile_s"] if ln.cold else 0 for ln in lines]
+    warm = [_bar(ln.warm) for ln in lines]
+    cold = [_bar(ln.cold) for ln in lines]
     ax.barh([y - 0.2 for y in ys], warm, height=0.4, color=WARM_COLOR, label="warm (newest)")
     ax.barh([y + 0.2 for y in ys], cold, height=0.4, color=COLD_COLOR, label="cold (newest)")
     ax.set_yticks(list(ys), labels, fontsize=8)
@@ -79,7 +79,25 @@ def _time(ts):
         return None
 
 
+# Beyond this a value has no room for the axis margins (matplotlib's limits overflow to inf):
+# such a value (a hand-edited row, merged or imported) stays in the table, out of the chart.
+CHART_MAX_S = 1e300
+
+
+def _fits(value) -> bool:
+    return value is None or abs(value) < CHART_MAX_S
+
+
+def _drawable(points: list[dict]) -> list[dict]:
+    return [p for p in points if _fits(p["compile_s"])]
+
+
+def _bar(row: dict | None) -> float:
+    return row["compile_s"] if row and row["compile_s"] is not None and _fits(row["compile_s"]) else 0
+
+
 def _draw_cell(ax, ln: Line, points: list[dict]) -> None:
+    points = _drawable(points)
     for state, color in ((WARM, WARM_COLOR), (COLD, COLD_COLOR)):
         pts = [(_time(p["timestamp"]), p["compile_s"]) for p in points if p["cache_state"] == state]
         pts = [(t, v) for t, v in pts if t is not None]
@@ -90,10 +108,12 @@ def _draw_cell(ax, ln: Line, points: list[dict]) -> None:
     if marked:
         ax.plot([t for t, _ in marked], [v for _, v in marked], "x", color=MARK_COLOR, ms=10, mew=2)
     title = _label(ln)
+    pin = ln.pin["compile_s"] if ln.pin and _fits(ln.pin["compile_s"]) else None
     if ln.pin:
-        ax.axhline(ln.pin["compile_s"], color=PIN_COLOR, ls="--", lw=1.2)
         title += f"  (pin {text.significant(ln.pin['compile_s'])} s)"
-    values = [p["compile_s"] for p in points] + ([ln.pin["compile_s"]] if ln.pin else [])
+    if pin is not None:
+        ax.axhline(pin, color=PIN_COLOR, ls="--", lw=1.2)
+    values = [p["compile_s"] for p in points if p["compile_s"] is not None] + ([pin] if pin is not None else [])
     if values and min(values) > 0 and max(values) / min(values) > 10:
         ax.set_yscale("log")  # warm and cold differ by up to 100x: both stay readable
         ax.yaxis.set_minor_formatter(NullFormatter())
