@@ -41,29 +41,43 @@ def _why(line: str) -> str:
     return " ".join(line.split()[:3] if line.startswith("error:") else line.split()[:2])[:40]
 
 
+# Forks the ledger and writes its peak RSS (KiB) to argv[1]. The ledger must not be a
+# fork of pytest itself: a forked child's ru_maxrss starts at its parent's RSS (600 MB
+# of a suite that imported jax), and exec does not reset it.
+PEAK_RSS_WRAPPER = (
+    "import os, sys\n"
+    "pid = os.posix_spawn(sys.argv[2], sys.argv[2:], os.environ)\n"
+    "_, status, usage = os.wait4(pid, 0)\n"
+    "open(sys.argv[1], 'w').write(str(usage.ru_maxrss))\n"
+    "sys.exit(os.waitstatus_to_exitcode(status) % 256)\n"
+)
+
+
 def _measured(args: list, timeout: float = 60) -> tuple[subprocess.CompletedProcess, float, int]:
-    """`ledger *args` in a child; its result, wall seconds and peak RSS in MB (wait4:
-    this child's own, not the largest child the test process ever had)."""
+    """`ledger *args` in a child; its result, wall seconds and peak RSS in MB (the
+    ledger's own, reported by a small wrapper that spawned it)."""
     start = time.monotonic()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        # 1 GiB of address space at most (ulimit -v, then exec: the same pid): a sweep
-        # that makes its tasks fails there (MemoryError) instead of taking the
-        # machine's memory (issue 13: 5.5 GB)
-        child = subprocess.Popen(["bash", "-c", 'ulimit -v 1048576 && exec "$@"', "-", LEDGER, *map(str, args)],
-                                 stdout=out, stderr=err)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            tempfile.NamedTemporaryFile("r") as peak:
+        # 1 GiB of address space at most (ulimit -v): a sweep that makes its tasks
+        # fails there (MemoryError) instead of taking the machine's memory (issue 13: 5.5 GB)
+        child = subprocess.Popen(["bash", "-c", 'ulimit -v 1048576 && exec "$@"', "-",
+                                  sys.executable, "-c", PEAK_RSS_WRAPPER, peak.name, LEDGER, *map(str, args)],
+                                 stdout=out, stderr=err, start_new_session=True)
         while True:
-            pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+            pid, status, _ = os.wait4(child.pid, os.WNOHANG)
             if pid:
                 break
             if time.monotonic() - start > timeout:
-                child.kill()
+                os.killpg(child.pid, 9)  # the wrapper and the ledger it spawned
                 os.wait4(child.pid, 0)
                 pytest.fail(f"ledger {' '.join(map(str, args))} ran past {timeout} s")
             time.sleep(0.02)
         child.returncode = os.waitstatus_to_exitcode(status)  # Popen's own wait would find no child
         out.seek(0), err.seek(0)
         done = subprocess.CompletedProcess(child.args, child.returncode, out.read().decode(), err.read().decode())
-    return done, time.monotonic() - start, usage.ru_maxrss // 1024
+        rss_kib = int(peak.read() or 0)
+    return done, time.monotonic() - start, rss_kib // 1024
 
 
 # -- the task cap --------------------------------------------------------------------
@@ -426,6 +440,9 @@ def sweep_files(draw, original: dict) -> bytes:
     return draw(st.binary(max_size=40)) if how == "bytes" else raw
 
 
+_ORIGINAL: dict[Path, dict] = {}
+
+
 @pytest.fixture(scope="module")
 def local_sweep(tmp_path_factory) -> Path:
     """A sweep run here, one task done (its rows in a ledger file beside it)."""
@@ -440,7 +457,9 @@ def local_sweep(tmp_path_factory) -> Path:
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
 def test_any_sweep_file_gives_a_status_or_one_line(local_sweep, data):
-    original = json.loads((local_sweep / "sweep.json").read_text())
+    # read once: the strategy must see the same document in every example (hypothesis
+    # replays draws; a file re-read each time made it "inconsistent data generation")
+    original = _ORIGINAL.setdefault(local_sweep, json.loads((local_sweep / "sweep.json").read_text()))
     raw = data.draw(sweep_files(original))
     home = local_sweep.parent.parent
     try:
