@@ -8,6 +8,15 @@ import stat
 import tempfile
 from pathlib import Path
 
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def kind_of(mode: int, otherwise: str) -> str:
+    """What a file that is not a regular one is, for a refusal ("a FIFO", ...). Asked of
+    a stat before opening, because opening a FIFO blocks."""
+    return next((name for test, name in _KINDS if test(mode)), otherwise)
+
 
 def atomic_write(path, data: str | bytes) -> None:
     """Write `data` (text is written as UTF-8, its newlines as given) to `path` through

@@ -20,6 +20,7 @@ import stat
 from pathlib import Path
 
 from ledger.errors import LedgerError
+from ledger.files import kind_of
 
 START = "<!-- ledger-report:start -->"
 END = "<!-- ledger-report:end -->"
@@ -79,13 +80,10 @@ def read(path: Path) -> tuple[bytes, os.stat_result]:
     return data, st
 
 
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-
 
 def _regular(path: Path, st: os.stat_result) -> None:
     if not stat.S_ISREG(st.st_mode):
-        kind = next((what for test, what in _KINDS if test(st.st_mode)), "not a file")
+        kind = kind_of(st.st_mode, "not a file")
         raise LedgerError(f"{path} is {kind}: report --update writes only into a regular file")
     if st.st_size > MAX_BYTES:
         raise LedgerError(f"{path} is {st.st_size} bytes, over {MAX_BYTES // 2**20} MiB:"

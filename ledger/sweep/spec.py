@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ledger.errors import LedgerError
+from ledger.files import kind_of
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -256,9 +257,6 @@ def load(path: Path, cap: int | None = None) -> SweepSpec:
     return from_dict(data, path.stem, cap=cap)
 
 
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-
 
 def read_small_file(path: Path, max_bytes: int, what: str) -> bytes:
     """The bytes of the regular file at `path` (a symlink followed), at most
@@ -282,7 +280,7 @@ def read_small_file(path: Path, max_bytes: int, what: str) -> bytes:
 
 def _regular(path: Path, st: os.stat_result, max_bytes: int, what: str) -> None:
     if not stat.S_ISREG(st.st_mode):
-        kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
+        kind = kind_of(st.st_mode, "not a regular file")
         raise LedgerError(f"{path} is {kind}: {what} is read only from a regular file")
     if st.st_size > max_bytes:
         raise LedgerError(f"{path} is {st.st_size} bytes, over {_size(max_bytes)}: {what} is at most that")
