@@ -64,19 +64,11 @@ def _source(node, tmp_path, sql: str, params=()) -> tuple:
 
 
 def _pinned_row(node) -> int:
-    con = sqlite3.connect(node)
-    try:
-        return con.execute("SELECT min(row_id) FROM pins").fetchone()[0]
-    finally:
-        con.close()
+    return query(node, "SELECT min(row_id) FROM pins")[0][0]
 
 
 def _sibling(node) -> int:
-    con = sqlite3.connect(node)
-    try:
-        return con.execute("SELECT min(id) FROM instrument_records").fetchone()[0]
-    finally:
-        con.close()
+    return query(node, "SELECT min(id) FROM instrument_records")[0][0]
 
 
 # (table, column, SQL value, the validator's words)
