@@ -117,3 +117,23 @@ verdicts = sa.Table(
     sa.Column("rule", sa.Text),
     sa.Column("threshold_s", sa.Float),
 )
+
+# -- the cache cells (revision 0009): each cache cell's summary, folded by `ledger check`
+# (ledger/watch/cells.py); triggers on compile_records reset `upto` when a folded row changes
+cache_cells = sa.Table(
+    "cache_cells",
+    metadata,
+    sa.Column("cell_key", sa.Text, primary_key=True),
+    sa.Column("newest", sa.Text, nullable=False),
+    sa.Column("last_warm", sa.Text),
+    sa.Column("first_cold", sa.Text),
+    sa.Column("n_cold", sa.Integer, nullable=False),
+)
+
+cache_cells_state = sa.Table(
+    "cache_cells_state",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("upto", sa.BigInteger, nullable=False),
+    sa.Column("cell_fields", sa.Text),
+)

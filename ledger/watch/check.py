@@ -3,22 +3,21 @@ cells say about the cache (went-cold, cache-off, cache-not-reused, jax-changed:
 ledger/watch/findings.py), each run stored as verdicts so a failure can be audited later.
 
 The heavy lifting is SQL: the pinned rows are judged by one INSERT ... SELECT (pins
-joined to compile_records on the comparability key), and the cache findings come
-from one GROUP BY pass over the table; Python sees only the findings.
+joined to compile_records on the comparability key), and the cache findings are read
+from the kept cache cells, into which each check first folds the rows that arrived
+since the last (ledger/watch/cells.py); Python sees only the findings.
 """
 
 from __future__ import annotations
 
 import json
-import os
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
 from ledger.record import CACHE_CELL, COMPARABILITY_KEY
-from ledger.storage.engine import read_connection
 from ledger.storage.models import check_runs, pins, verdicts
+from ledger.watch import cells
 from ledger.watch.explain import fetch_rows
 from ledger.watch.findings import (
     CACHE_NOT_REUSED,
@@ -146,24 +145,8 @@ def run_check(engine, *, tolerance: float = TOLERANCE, filters: dict | None = No
               since: str | None = None, min_diff: float = MIN_DIFF) -> CheckResult:
     """Judge, store the run and its verdicts (one transaction), return the findings.
 
-    The cache passes (a read: findings.py) run on their own connection in a thread
-    while this one judges the pinned rows: the two scans overlap (the driver lets go
-    of the GIL while the database works)."""
-    with ThreadPoolExecutor(1, thread_name_prefix="cache-findings") as pool:
-        cold = pool.submit(_cache_pass, engine, filters, since)
-        return _judge_and_store(engine, cold, tolerance, min_diff, filters, since)
-
-
-def _cache_pass(engine, filters: dict | None, since: str | None) -> list[Finding]:
-    with read_connection(engine) as conn:
-        if conn.dialect.name == "sqlite":
-            # a sort of every ok row; SQLite's sorter can split it over worker threads
-            conn.exec_driver_sql(f"PRAGMA threads = {min(8, os.cpu_count() or 1)}")
-        return cache_findings(conn, filters, since)
-
-
-def _judge_and_store(engine, cold: Future, tolerance: float, min_diff: float, filters: dict | None,
-                     since: str | None) -> CheckResult:
+    The cache cells are folded first, in the same transaction: the findings read
+    them, and a check that fails leaves them as they were."""
     now = utc_now()
     where, params = filter_sql(filters, "r")
     if since is not None:
@@ -171,12 +154,13 @@ def _judge_and_store(engine, cold: Future, tolerance: float, min_diff: float, fi
         params["since"] = since
     given = {k: v for k, v in (filters or {}).items() if v is not None} | ({"since": since} if since else {})
     with engine.begin() as conn:
+        cells.fold(conn)
+        found = cache_findings(conn, filters, since)
         run_id = conn.execute(sa.insert(check_runs).values(checked_at=now, tolerance=tolerance, exit_code=0,
                                                            min_diff_s=min_diff,
                                                            filters=json.dumps(given, sort_keys=True))
                               ).inserted_primary_key[0]
         conn.execute(sa.text(_judge_sql(conn.dialect.name, where)), params | {"run": run_id, "tol": tolerance, "min_diff": min_diff, "now": now})
-        found = cold.result()
         if found:
             conn.execute(sa.insert(verdicts), _cache_verdicts(conn, found, run_id, now))
         counts = dict(conn.execute(sa.select(verdicts.c.verdict, sa.func.sum(verdicts.c.n_rows))

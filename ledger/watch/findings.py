@@ -1,10 +1,10 @@
 """The cache findings of `ledger check`: what a cell's rows say about the cache itself,
 whatever its pin says about speed.
 
-One GROUP BY over the ok rows (a row per cell, jax version and cache dir, with its
-newest row and state, its last warm row and its cold count) gives Python a few
-thousand summaries; each finding below is read from them, and only a finding's own
-rows are fetched again.
+The kept cache cells (ledger/watch/cells.py: a row per cell, jax version and cache
+dir, with its newest row and state, its last warm row and its cold count) give Python
+a few thousand summaries; each finding below is read from them, and only a finding's
+own rows are fetched again.
 
 - went-cold: a cache cell (cell + jax + cache dir) whose newest row is cold after a
   warm one. The cause is what differs from the last warm row (explain.diagnose).
@@ -30,7 +30,10 @@ from itertools import pairwise
 
 import sqlalchemy as sa
 
-from ledger.record import CACHE_CELL, COLD, NONE, STATELESS_KEY, WARM
+from ledger.record import COLD, NONE, STATELESS_KEY, WARM
+from ledger.watch import cells
+from ledger.watch.cells import Group
+from ledger.watch.cells import row_id as _id
 from ledger.watch.explain import (
     SAME_KEY,
     UNKNOWN_CAUSE,
@@ -39,62 +42,18 @@ from ledger.watch.explain import (
     fetch_rows,
 )
 from ledger.watch.keys import pin_key, same_sql
-from ledger.watch.pins import filter_sql, ok_sql
+from ledger.watch.pins import ok_sql
 
 WENT_COLD, CACHE_OFF, CACHE_NOT_REUSED, JAX_CHANGED = "went-cold", "cache-off", "cache-not-reused", "jax-changed"
 LINEAGE = tuple(f for f in STATELESS_KEY if f != "jax_version")
-_ID_PAD = 10**12  # ids as fixed-width text, so "timestamp|id" sorts as (timestamp, id)
-# Grouping order: the columns that tell cells apart first, so the sort's comparisons
-# stop early (a third faster on a million rows than the key's own order).
-_GROUP_ORDER = ("transform", "model_type", "hostname", "cache_dir", "dataset_class", "instrument", "hardware",
-                "jax_version", "mixed_precision", "n_batch", "batch_size")
-assert sorted(_GROUP_ORDER) == sorted(CACHE_CELL)
-
-
-def _stamp(p: str = "") -> str:
-    # "timestamp|id" with the id at fixed width: its MAX is the newest row, ties by id
-    return f"COALESCE({p}timestamp, '') || '|' || CAST({_ID_PAD} + {p}id AS TEXT)"
-
-
-def _id(stamp: str | None) -> int | None:
-    return None if stamp is None else int(stamp.rsplit("|", 1)[1]) - _ID_PAD
-
-
-@dataclass
-class Group:
-    """The ok rows of one cell, jax version and cache dir."""
-
-    values: dict
-    newest: str  # stamp of the newest row
-    newest_state: str
-    last_warm: str | None
-    first_cold: str | None
-    n_cold: int
-
-    @property
-    def has_dir(self) -> bool:
-        return bool(self.values["cache_dir"])
 
 
 def summaries(conn, filters: dict | None) -> dict[tuple, list[Group]]:
-    """Every cell's groups, by lineage: one pass over the ok warm, cold and none rows."""
-    where, params = filter_sql(filters)
-    warm, cold = f"cache_state = '{WARM}'", f"cache_state = '{COLD}'"
-    sql = (
-        f"SELECT {', '.join(_GROUP_ORDER)}, MAX({_stamp()} || '|' || cache_state) AS newest,"
-        f" MAX(CASE WHEN {warm} THEN {_stamp()} END) AS last_warm,"
-        f" MIN(CASE WHEN {cold} THEN {_stamp()} END) AS first_cold, SUM(CASE WHEN {cold} THEN 1 ELSE 0 END) AS n_cold"
-        f" FROM compile_records WHERE {ok_sql()} AND cache_state IN ('{WARM}', '{COLD}', '{NONE}'){where}"
-        f" GROUP BY {', '.join(_GROUP_ORDER)}"
-    )
+    """Every cell's groups, by lineage, from the kept cache cells (ledger/watch/cells.py:
+    the caller folds them first)."""
     out: dict[tuple, list[Group]] = {}
-    for r in conn.execute(sa.text(sql), params).mappings():
-        values = {f: r[f] for f in CACHE_CELL}
-        if values["mixed_precision"] is not None:
-            values["mixed_precision"] = bool(values["mixed_precision"])
-        newest, state = r["newest"].rsplit("|", 1)
-        out.setdefault(tuple(values[f] for f in LINEAGE), []).append(
-            Group(values, newest, state, r["last_warm"], r["first_cold"], int(r["n_cold"] or 0)))
+    for g in cells.groups(conn, filters):
+        out.setdefault(tuple(g.values[f] for f in LINEAGE), []).append(g)
     return out
 
 
@@ -150,8 +109,9 @@ def _cache_off(conn, groups: list[Group]) -> list[Finding]:
 def _first_none_after(conn, values: dict, stamp: str) -> int:
     """The first none row of the cell after the stamp: when the cache went off."""
     same = " AND ".join(same_sql(f, f":{f}", conn.dialect.name) for f in STATELESS_KEY)
-    sql = (f"SELECT MIN({_stamp()}) FROM compile_records WHERE {ok_sql()} AND cache_state = '{NONE}'"
-           f" AND {same} AND {_stamp()} > :stamp")
+    row_stamp = cells.stamp_sql(conn.dialect.name)
+    sql = (f"SELECT MIN({row_stamp}) FROM compile_records WHERE {ok_sql()} AND cache_state = '{NONE}'"
+           f" AND {same} AND {row_stamp} > :stamp")
     return _id(conn.execute(sa.text(sql), {f: values[f] for f in STATELESS_KEY} | {"stamp": stamp}).scalar())
 
 

@@ -1,0 +1,148 @@
+"""The cache cells: each cache cell's summary, kept between checks (revision 0009).
+
+What the cache findings read of a cell (the cell, jax version and cache dir:
+record.CACHE_CELL) is its newest ok row and that row's state, its last warm row, its
+first cold row and its cold count. Every one of those is a MAX, a MIN or a sum, so a
+summary of the rows up to id N combined with one of the rows after N is the summary
+of all of them. `ledger check` folds the rows that arrived since its last run into
+cache_cells and reads the cells from there: a year of rows is grouped once, not at
+every check.
+
+Kept state can go stale; here it cannot go stale silently. Triggers on compile_records
+(migrations/versions/0009_cache_cells.py) reset `upto` to 0 on anything that could
+change a folded summary (a DELETE or UPDATE of a folded row, an INSERT at or below
+`upto`, a TRUNCATE), and a changed cell definition does the same; at 0 the next fold
+rebuilds from every row. tests/test_cache_cells.py holds the cells equal to a
+from-scratch recompute after any sequence of writes, on both backends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from ledger.record import CACHE_CELL, COLD, NONE, WARM
+from ledger.storage.models import cache_cells, cache_cells_state
+from ledger.watch.pins import ok_sql
+
+_ID_PAD = 10**12  # ids as fixed-width text, so "timestamp|id" sorts as (timestamp, id)
+# Grouping order: the columns that tell cells apart first, so the sort's comparisons
+# stop early (a third faster on a million rows than the key's own order).
+_GROUP_ORDER = ("transform", "model_type", "hostname", "cache_dir", "dataset_class", "instrument", "hardware",
+                "jax_version", "mixed_precision", "n_batch", "batch_size")
+assert sorted(_GROUP_ORDER) == sorted(CACHE_CELL)
+_FIELDS = json.dumps(CACHE_CELL)
+
+
+def stamp_sql(dialect: str, p: str = "") -> str:
+    """"timestamp|id" with the id at fixed width: its MAX is the newest row, ties by id.
+    Compared byte by byte on every backend, as Python compares the text."""
+    stamp = f"COALESCE({p}timestamp, '') || '|' || CAST({_ID_PAD} + {p}id AS TEXT)"
+    return f"({stamp}) COLLATE \"C\"" if dialect == "postgresql" else stamp
+
+
+def row_id(stamp: str | None) -> int | None:
+    return None if stamp is None else int(stamp.rsplit("|", 1)[1]) - _ID_PAD
+
+
+@dataclass
+class Group:
+    """The ok rows of one cell, jax version and cache dir."""
+
+    values: dict
+    newest: str  # stamp of the newest row
+    newest_state: str
+    last_warm: str | None
+    first_cold: str | None
+    n_cold: int
+
+    @property
+    def has_dir(self) -> bool:
+        return bool(self.values["cache_dir"])
+
+
+def cell_key(values: dict) -> str:
+    """The canonical JSON of a cell's values (mixed_precision as true/false whatever
+    the backend returned), so equal cells give equal text."""
+    return json.dumps([bool(values[f]) if f == "mixed_precision" and values[f] is not None else values[f]
+                       for f in CACHE_CELL], separators=(",", ":"))
+
+
+# a summary: (newest "stamp|state", last_warm stamp, first_cold stamp, n_cold)
+def summarize(conn, above: int = 0, upto: int | None = None) -> dict[str, tuple]:
+    """Every cell's summary over the ok warm, cold and none rows with above < id <= upto:
+    one GROUP BY pass."""
+    d = conn.dialect.name
+    warm, cold = f"cache_state = '{WARM}'", f"cache_state = '{COLD}'"
+    bounds = " AND id > :above" + (" AND id <= :upto" if upto is not None else "")
+    sql = (
+        f"SELECT {', '.join(_GROUP_ORDER)}, MAX({stamp_sql(d)} || '|' || cache_state) AS newest,"
+        f" MAX(CASE WHEN {warm} THEN {stamp_sql(d)} END) AS last_warm,"
+        f" MIN(CASE WHEN {cold} THEN {stamp_sql(d)} END) AS first_cold,"
+        f" SUM(CASE WHEN {cold} THEN 1 ELSE 0 END) AS n_cold"
+        f" FROM compile_records WHERE {ok_sql()} AND cache_state IN ('{WARM}', '{COLD}', '{NONE}'){bounds}"
+        f" GROUP BY {', '.join(_GROUP_ORDER)}"
+    )
+    if d == "sqlite" and above == 0:
+        # a sort of every ok row; SQLite's sorter can split it over worker threads
+        conn.exec_driver_sql(f"PRAGMA threads = {min(8, os.cpu_count() or 1)}")
+    rows = conn.execute(sa.text(sql), {"above": above, "upto": upto}).mappings()
+    return {cell_key(r): (r["newest"], r["last_warm"], r["first_cold"], int(r["n_cold"] or 0)) for r in rows}
+
+
+def _combine(a: tuple, b: tuple) -> tuple:
+    def pick(f, x, y):
+        return y if x is None else x if y is None else f(x, y)
+
+    return (max(a[0], b[0]), pick(max, a[1], b[1]), pick(min, a[2], b[2]), a[3] + b[3])
+
+
+def fold(conn) -> None:
+    """Bring cache_cells up to every row: fold in the rows above `upto`, or rebuild
+    when it was reset. The caller's write transaction (a check's), which no other
+    writer can interleave: SQLite's begins IMMEDIATE; on PostgreSQL the SHARE lock
+    waits for every open insert to commit, so no row can later appear below `upto`."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql("LOCK TABLE compile_records IN SHARE MODE")
+    state = conn.execute(sa.select(cache_cells_state.c.upto, cache_cells_state.c.cell_fields)
+                         .where(cache_cells_state.c.id == 1)).first()
+    upto = state.upto if state is not None and state.cell_fields == _FIELDS else 0
+    top = conn.execute(sa.text("SELECT MAX(id) FROM compile_records")).scalar() or 0
+    if upto == 0:
+        conn.execute(sa.delete(cache_cells))
+    if top > upto:
+        kept = stored(conn) if upto else {}
+        new = summarize(conn, upto, top)
+        changed = [{"key": k, **_columns(_combine(kept[k], s))} for k, s in new.items() if k in kept]
+        added = [{"cell_key": k, **_columns(s)} for k, s in new.items() if k not in kept]
+        if changed:
+            conn.execute(sa.update(cache_cells).where(cache_cells.c.cell_key == sa.bindparam("key")), changed)
+        if added:
+            conn.execute(sa.insert(cache_cells), added)
+    conn.execute(sa.delete(cache_cells_state))
+    conn.execute(sa.insert(cache_cells_state).values(id=1, upto=top, cell_fields=_FIELDS))
+
+
+def _columns(s: tuple) -> dict:
+    return {"newest": s[0], "last_warm": s[1], "first_cold": s[2], "n_cold": s[3]}
+
+
+def stored(conn) -> dict[str, tuple]:
+    """The cells as kept (for the check, after a fold; and for tests)."""
+    return {r.cell_key: tuple(r[1:]) for r in conn.execute(sa.select(cache_cells))}
+
+
+def groups(conn, filters: dict | None) -> list[Group]:
+    """The kept cells as Groups, those matching the filters (column = value; a NULL
+    matches no filter, as in SQL)."""
+    wanted = {k: v for k, v in (filters or {}).items() if v is not None}
+    out = []
+    for key, (newest, last_warm, first_cold, n_cold) in stored(conn).items():
+        values = dict(zip(CACHE_CELL, json.loads(key), strict=True))
+        if all(values[k] == v for k, v in wanted.items()):
+            stamp, state = newest.rsplit("|", 1)
+            out.append(Group(values, stamp, state, last_warm, first_cold, n_cold))
+    return out
