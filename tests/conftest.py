@@ -9,6 +9,7 @@ import sqlite3
 import time
 import uuid
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -170,9 +171,11 @@ class PgDb:
         return self.url.replace("postgresql+psycopg://", "postgresql://", 1)
 
 
-@pytest.fixture
-def pg_db():
-    require("postgresql")  # also for a fixture that asks for pg_db by name, unmarked
+@contextmanager
+def pg_database():
+    """A fresh PostgreSQL database, dropped after: what pg_db gives a test, and what a
+    property test takes for each of its examples."""
+    require("postgresql")
     base = os.environ[PG_ENV]
     import psycopg
 
@@ -189,9 +192,17 @@ def pg_db():
             if attempt == 4:
                 raise
             time.sleep(0.2 * (attempt + 1))
-    yield PgDb(base.rsplit("/", 1)[0] + "/" + name)
-    with psycopg.connect(admin, autocommit=True) as con:
-        con.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    try:
+        yield PgDb(base.rsplit("/", 1)[0] + "/" + name)
+    finally:
+        with psycopg.connect(admin, autocommit=True) as con:
+            con.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def pg_db():
+    with pg_database() as db:  # also for a fixture that asks for pg_db by name, unmarked
+        yield db
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from .conftest import CORPUS, compile_records_of_corpus, query, run_cli, write_json
+from .conftest import CORPUS, compile_records_of_corpus, query, run_cli
 from .test_pins import add, rec
 
 LATER = "2026-07-02T10:00:00"
@@ -236,18 +236,9 @@ def test_explain_a_first_cold_compile(db, tmp_path):
 
 # -- the threshold from each key's own history, and the absolute floor --------------------
 
-def _add_any(db, tmp_path, *records) -> list[int]:
-    """`add` for either backend: a real `ledger import`, the new rows' ids."""
-    assert run_cli("db", "upgrade", "--db", db).exit_code == 0  # a fresh PostgreSQL database has no tables
-    before = query(db, "SELECT coalesce(max(id), 0) FROM compile_records")[0][0]
-    name = f"h{len(list(tmp_path.glob('h*.json')))}.json"
-    assert run_cli("import", write_json(tmp_path / name, list(records)), "--db", db).exit_code == 0
-    return [r[0] for r in query(db, f"SELECT id FROM compile_records WHERE id > {before} ORDER BY id")]
-
-
 def _history(db, tmp_path, values, **fields) -> None:
     """Warm rows of one key, a day apart, then the pin (from the newest)."""
-    _add_any(db, tmp_path, *(rec(compile_s=v, timestamp=f"2026-06-{i + 1:02d}T10:00:00", **fields)
+    add(db, tmp_path, *(rec(compile_s=v, timestamp=f"2026-06-{i + 1:02d}T10:00:00", **fields)
                              for i, v in enumerate(values)))
     assert run_cli("pins", "update", "--db", db).exit_code == 0
 
@@ -260,7 +251,7 @@ def test_a_tight_key_flags_a_slowdown_well_under_1_5x(any_db, tmp_path):
     _history(any_db, tmp_path, TIGHT)
     (n, med, mad, thr), = query(any_db, "SELECT history_n, history_median_s, history_mad_s, threshold_s FROM pins")
     assert (n, round(med, 4), round(mad, 4), round(thr, 4)) == (8, 2.0, 0.0075, round(2.0 + 5 * 1.4826 * 0.0075, 4))
-    inside, slow = _add_any(any_db, tmp_path, rec(compile_s=2.03, timestamp=LATER),
+    inside, slow = add(any_db, tmp_path, rec(compile_s=2.03, timestamp=LATER),
                             rec(compile_s=2.8, timestamp="2026-07-03T10:00:00"))  # 1.41x: passes a 1.5x tolerance
     check = run_cli("check", "--db", any_db)
     assert check.exit_code == 1
@@ -275,12 +266,12 @@ def test_a_noisy_key_passes_its_own_spread_and_flags_far_outside_it(any_db, tmp_
     _history(any_db, tmp_path, NOISY)
     (thr,), = query(any_db, "SELECT threshold_s FROM pins")
     assert 4.0 < thr < 5.0  # median 2.3 + 5 x 1.4826 x MAD 0.3
-    (noisy,) = _add_any(any_db, tmp_path, rec(compile_s=3.3, timestamp=LATER))  # 1.57x the 2.1 s pin
+    (noisy,) = add(any_db, tmp_path, rec(compile_s=3.3, timestamp=LATER))  # 1.57x the 2.1 s pin
     check = run_cli("check", "--db", any_db)
     assert (check.exit_code, check.output.splitlines()[-1]) == (
         0, "check run 1 (tolerance 1.5x): 1 ok, 0 regression, 0 inconclusive, 0 went-cold")
     assert run_cli("check", "--tolerance", "1.5", "--db", any_db).exit_code == 0  # the history still judges
-    (far,) = _add_any(any_db, tmp_path, rec(compile_s=9.0, timestamp="2026-07-03T10:00:00"))
+    (far,) = add(any_db, tmp_path, rec(compile_s=9.0, timestamp="2026-07-03T10:00:00"))
     check = run_cli("check", "--db", any_db)
     assert check.exit_code == 1 and check.output.startswith(f"regression    {KEY}: row {far} compile_s 9s > history")
     assert noisy < far
@@ -289,9 +280,9 @@ def test_a_noisy_key_passes_its_own_spread_and_flags_far_outside_it(any_db, tmp_
 def test_below_six_warm_rows_the_fixed_tolerance_judges(any_db, tmp_path):
     _history(any_db, tmp_path, TIGHT[:5])
     assert query(any_db, "SELECT history_n, threshold_s FROM pins") == [(5, None)]
-    (slow,) = _add_any(any_db, tmp_path, rec(compile_s=2.8, timestamp=LATER))
+    (slow,) = add(any_db, tmp_path, rec(compile_s=2.8, timestamp=LATER))
     assert run_cli("check", "--db", any_db).exit_code == 0  # 1.41x < 1.5x
-    (slower,) = _add_any(any_db, tmp_path, rec(compile_s=3.2, timestamp="2026-07-03T10:00:00"))
+    (slower,) = add(any_db, tmp_path, rec(compile_s=3.2, timestamp="2026-07-03T10:00:00"))
     check = run_cli("check", "--db", any_db)
     assert check.output.splitlines()[0] == (
         f"regression    {KEY}: row {slower} compile_s 3.2s vs pin 1.995s (pin 1) = 1.60x > 1.5x")
@@ -301,19 +292,19 @@ def test_below_six_warm_rows_the_fixed_tolerance_judges(any_db, tmp_path):
 
 def test_loaded_rows_never_enter_a_keys_history_and_stay_inconclusive(any_db, tmp_path):
     busy = {"host_load_avg_1m": 12.0, "host_cpu_count": 8}
-    _add_any(any_db, tmp_path, *(rec(compile_s=9.0, timestamp=f"2026-05-{d:02d}T10:00:00", **busy) for d in (1, 2, 3)))
+    add(any_db, tmp_path, *(rec(compile_s=9.0, timestamp=f"2026-05-{d:02d}T10:00:00", **busy) for d in (1, 2, 3)))
     _history(any_db, tmp_path, TIGHT)
     assert query(any_db, "SELECT history_n, history_median_s FROM pins") == [(8, pytest.approx(2.0))]
-    (loaded,) = _add_any(any_db, tmp_path, rec(compile_s=9.0, timestamp=LATER, **busy))
+    (loaded,) = add(any_db, tmp_path, rec(compile_s=9.0, timestamp=LATER, **busy))
     check = run_cli("check", "--db", any_db)
     assert check.exit_code == 0 and check.output.startswith(f"inconclusive  {KEY}: row {loaded} ")
 
 
 def test_a_millisecond_compile_is_not_judged_by_its_ratio_alone(any_db, tmp_path):
     pin = rec(compile_s=0.004)
-    _add_any(any_db, tmp_path, pin)
+    add(any_db, tmp_path, pin)
     assert run_cli("pins", "update", "--db", any_db).exit_code == 0
-    (busy,) = _add_any(any_db, tmp_path, rec(compile_s=0.0123, timestamp=LATER))  # 3.07x, 8 ms slower
+    (busy,) = add(any_db, tmp_path, rec(compile_s=0.0123, timestamp=LATER))  # 3.07x, 8 ms slower
     check = run_cli("check", "--db", any_db)
     assert (check.exit_code, check.output) == (
         0, "check run 1 (tolerance 1.5x): 1 ok, 0 regression, 0 inconclusive, 0 went-cold\n")

@@ -6,7 +6,7 @@ import json
 
 from ledger.record import COMPARABILITY_KEY
 
-from .conftest import CORPUS, CORPUS_STATES, query, run_cli, write_json
+from .conftest import CORPUS, CORPUS_STATES, PgDb, query, run_cli, write_json
 
 BASE = {
     "transform": "jit", "trace_s": 0.5, "compile_s": 2.0, "first_s": 0.1, "steady_s": 0.01,
@@ -25,11 +25,18 @@ _files = iter(range(10**6))
 
 
 def add(db, tmp_path, *records) -> list[int]:
-    """Import the records (a real `ledger import`); returns the new rows' ids."""
-    before = query(db, "SELECT coalesce(max(id), 0) FROM compile_records")[0][0] if db.exists() else 0
+    """Import the records (a real `ledger import`) into a SQLite file or a PostgreSQL
+    database; returns the new rows' ids."""
+    if isinstance(db, PgDb):  # a fresh PostgreSQL database has no tables yet
+        assert run_cli("db", "upgrade", "--db", db).exit_code == 0
+    before = query(db, "SELECT coalesce(max(id), 0) FROM compile_records")[0][0] if _exists(db) else 0
     result = run_cli("import", write_json(tmp_path / "in" / f"r{next(_files)}.json", list(records)), "--db", db)
     assert result.exit_code == 0, result.output
-    return [r[0] for r in query(db, "SELECT id FROM compile_records WHERE id > ? ORDER BY id", (before,))]
+    return [r[0] for r in query(db, f"SELECT id FROM compile_records WHERE id > {int(before)} ORDER BY id")]
+
+
+def _exists(db) -> bool:
+    return isinstance(db, PgDb) or db.exists()
 
 
 def pins_of(db):
