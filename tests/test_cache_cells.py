@@ -1,7 +1,7 @@
-"""The kept cache cells (ledger/watch/cells.py, revision 0009) against a from-scratch
-recompute, after any sequence of imports, probe rows, merges, deletes, updates and
-inserts into old ids, on both backends; and the stale-state bugs they exist to stop,
-each as a real check."""
+"""The kept cache cells (ledger/watch/cells.py, revision 0009) and the verdicts a check
+takes from its previous run, against a from-scratch recompute, after any sequence of
+imports, probe rows, merges, pin updates, deletes, updates and inserts into old ids,
+on both backends; and the stale-state bugs they exist to stop, each as a real check."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from ledger.storage.open import open_ledger
 from ledger.storage.writer import add_compile_record
 from ledger.watch import cells
+from ledger.watch.check import judge, run_check
 
 from .conftest import pg_database, query, run_cli
 from .test_pins import add, rec
@@ -45,6 +46,7 @@ write = st.one_of(
     st.tuples(st.just("update"), st.integers(0, 7), st.sampled_from(["status = 'failed'", "cache_state = 'warm'",
                                                                     "cache_state = 'cold'", "cache_dir = '/c3'"])),
     st.tuples(st.just("fill-gap"), records),
+    st.tuples(st.just("pins")),
 )
 # each write, and whether a check folds the cells after it (and they are held to a
 # recompute there), so writes land both between folds and in batches
@@ -90,15 +92,32 @@ def apply(op: tuple, db, engine, tmp: Path) -> None:
         with engine.begin() as conn:
             what = "DELETE FROM compile_records" if kind == "delete" else f"UPDATE compile_records SET {args[1]}"
             conn.execute(sa.text(f"{what} WHERE id = :id"), {"id": ids[args[0] % len(ids)]})
+    elif kind == "pins":
+        assert run_cli("pins", "update", "--db", db).exit_code == 0
     elif kind == "fill-gap" and ids:
         gaps = sorted(set(range(1, ids[-1])) - set(ids))
         if gaps:
             _raw_insert(engine, args[0], gaps[0])
 
 
-def assert_cells_match_a_recompute(engine) -> None:
-    with engine.begin() as conn:
-        cells.fold(conn)
+_PINNED = "SELECT pin_id, verdict, row_id, n_rows, compile_s, ratio, cause, rule, threshold_s FROM verdicts" \
+    " WHERE check_run_id = :run AND pin_id IS NOT NULL AND verdict IN ('ok', 'regression', 'inconclusive')"
+
+
+def _pinned_verdicts(conn, run_id: int) -> set:
+    return {tuple(r) for r in conn.execute(sa.text(_PINNED), {"run": run_id})}
+
+
+def assert_check_matches_a_recompute(engine) -> None:
+    """A check (which folds the cells, and may take its previous run's verdicts) against
+    the same check judging every row from nothing, in a transaction rolled back."""
+    stored_run = run_check(engine).run_id
+    with engine.connect() as conn:
+        stored = _pinned_verdicts(conn, stored_run)
+    with engine.connect() as conn, conn.begin() as txn:
+        fresh_run = judge(conn, rejudge=True).run_id
+        assert _pinned_verdicts(conn, fresh_run) == stored
+        txn.rollback()
     with engine.connect() as conn:
         assert cells.stored(conn) == cells.summarize(conn)
         top = conn.execute(sa.text("SELECT COALESCE(MAX(id), 0) FROM compile_records")).scalar()
@@ -108,15 +127,15 @@ def assert_cells_match_a_recompute(engine) -> None:
 @pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=operations)
-def test_kept_cells_equal_a_recompute_after_any_writes(backend, ops):
+def test_kept_cells_and_verdicts_equal_a_recompute_after_any_writes(backend, ops):
     with fresh(backend) as db, tempfile.TemporaryDirectory() as tmp:
         assert run_cli("db", "upgrade", "--db", db).exit_code == 0
         with open_ledger(str(db), "write") as ledger:
             for op, check_after in ops:
                 apply(op, db, ledger.engine, Path(tmp))
                 if check_after:
-                    assert_cells_match_a_recompute(ledger.engine)
-            assert_cells_match_a_recompute(ledger.engine)
+                    assert_check_matches_a_recompute(ledger.engine)
+            assert_check_matches_a_recompute(ledger.engine)
 
 
 # -- the stale states a kept summary could show, each through a real check --------------
@@ -193,3 +212,51 @@ def test_the_triggers_are_there_at_head_and_gone_below_0009(backend):
         assert run_cli("db", "upgrade", "--db", db).exit_code == 0
         assert [r[0] for r in query(db, sql)] == names
 
+
+
+# -- a check takes its previous run's pinned verdicts only where they still stand -------
+
+def _ok_rows(db, run: int) -> list[tuple]:
+    return query(db, f"SELECT n_rows, row_id FROM verdicts WHERE check_run_id = {run} AND verdict = 'ok'")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_check_judges_only_the_rows_since_its_last_run_and_counts_all(backend, tmp_path):
+    with fresh(backend) as db:
+        add(db, tmp_path, rec())
+        assert run_cli("pins", "update", "--db", db).exit_code == 0
+        first = add(db, tmp_path, *(rec(compile_s=2.1, timestamp=f"2026-07-0{d}T10:00:00") for d in (2, 3)))
+        _check(db)
+        assert query(db, "SELECT upto FROM check_runs") == [(first[-1],)] and _ok_rows(db, 1) == [(2, first[-1])]
+        (slow,) = add(db, tmp_path, rec(compile_s=20.0, timestamp="2026-07-04T10:00:00"))
+        assert _check(db).startswith(f"regression    local_cpu/node1 jax 0.10.2 imaging/mge/hst jit"
+                                     f" (n_batch 1, batch_size 1): row {slow} ")
+        assert _ok_rows(db, 2) == [(2, first[-1])]
+        assert query(db, "SELECT row_id FROM verdicts WHERE check_run_id = 2 AND verdict = 'regression'") == [(slow,)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_row_deleted_after_a_check_is_not_counted_by_the_next(backend, tmp_path):
+    with fresh(backend) as db:
+        add(db, tmp_path, rec())
+        assert run_cli("pins", "update", "--db", db).exit_code == 0
+        rows = add(db, tmp_path, *(rec(compile_s=s, timestamp=f"2026-07-0{d}T10:00:00")
+                                   for s, d in ((2.1, 2), (20.0, 3))))
+        assert _check(db).startswith("regression ")
+        with open_ledger(str(db), "write") as ledger, ledger.engine.begin() as conn:
+            conn.execute(sa.text(f"DELETE FROM compile_records WHERE id = {rows[1]}"))
+        assert _check(db) == "check run 2 (tolerance 1.5x): 1 ok, 0 regression, 0 inconclusive, 0 went-cold\n"
+
+
+def test_a_repin_or_other_options_judge_every_row_again(tmp_path):
+    db = tmp_path / "ledger.db"
+    add(db, tmp_path, rec())
+    assert run_cli("pins", "update", "--db", db).exit_code == 0
+    add(db, tmp_path, rec(compile_s=2.8, timestamp="2026-07-02T10:00:00"))
+    assert _check(db).endswith(": 1 ok, 0 regression, 0 inconclusive, 0 went-cold\n")
+    assert run_cli("check", "--tolerance", "1.1", "--db", db).output.startswith("regression ")
+    add(db, tmp_path, rec(compile_s=1.0, timestamp="2026-07-03T10:00:00"))
+    assert run_cli("pins", "update", "--repin", "--db", db).exit_code == 0  # pinned at 1.0 s now
+    # the same options as run 2, but the 2.8 s row is older than the new pin: not judged
+    assert run_cli("check", "--tolerance", "1.1", "--db", db).output == (
+        "check run 3 (tolerance 1.1x): 0 ok, 0 regression, 0 inconclusive, 0 went-cold\n")

@@ -93,6 +93,10 @@ check_runs = sa.Table(
     sa.Column("filters", sa.Text),
     sa.Column("exit_code", sa.Integer, nullable=False),
     sa.Column("min_diff_s", sa.Float),  # the absolute floor the run used (0008)
+    # the highest row id the run judged and the pins it judged against (0009): what
+    # lets the next check take its verdicts and judge only newer rows
+    sa.Column("upto", sa.BigInteger),
+    sa.Column("pins_digest", sa.Text),
 )
 
 verdicts = sa.Table(

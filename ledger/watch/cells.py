@@ -100,9 +100,10 @@ def _combine(a: tuple, b: tuple) -> tuple:
     return (max(a[0], b[0]), pick(max, a[1], b[1]), pick(min, a[2], b[2]), a[3] + b[3])
 
 
-def fold(conn) -> None:
+def fold(conn) -> tuple[int, int]:
     """Bring cache_cells up to every row: fold in the rows above `upto`, or rebuild
-    when it was reset. The caller's write transaction (a check's), which no other
+    when it was reset. Returns (the `upto` found, 0 if reset; the new one): rows at
+    or below the first are as the last fold saw them. The caller's write transaction (a check's), which no other
     writer can interleave: SQLite's begins IMMEDIATE; on PostgreSQL the SHARE lock
     waits for every open insert to commit, so no row can later appear below `upto`."""
     if conn.dialect.name == "postgresql":
@@ -124,6 +125,7 @@ def fold(conn) -> None:
             conn.execute(sa.insert(cache_cells), added)
     conn.execute(sa.delete(cache_cells_state))
     conn.execute(sa.insert(cache_cells_state).values(id=1, upto=top, cell_fields=_FIELDS))
+    return upto, top
 
 
 def _columns(s: tuple) -> dict:

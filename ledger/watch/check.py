@@ -10,6 +10,7 @@ since the last (ledger/watch/cells.py); Python sees only the findings.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 
@@ -48,7 +49,11 @@ def _judge_sql(dialect: str, where: str) -> str:
 
     A finding is one verdict row; the ok rows of a pin are one row between them
     (n_rows, the newest row_id, the slowest compile_s and ratio), so a check of a
-    big ledger writes hundreds of rows, not hundreds of thousands, each run."""
+    big ledger writes hundreds of rows, not hundreds of thousands, each run.
+
+    Only the rows with :above < id <= :top are judged; the pinned verdicts of run
+    :prev (0: none) stand for the rows up to :above (see _reusable) and are grouped
+    with them, as if judged again."""
     match = " AND ".join(same_sql(f"r.{f}", f"p.{f}", dialect) for f in COMPARABILITY_KEY)
     newer = ("(COALESCE(r.timestamp, '') > COALESCE(p.timestamp, '')"
              " OR (COALESCE(r.timestamp, '') = COALESCE(p.timestamp, '') AND r.id > p.row_id))")
@@ -60,21 +65,28 @@ def _judge_sql(dialect: str, where: str) -> str:
     limit = "COALESCE(p.threshold_s, :tol * p.compile_s)"
     base = "CASE WHEN p.threshold_s IS NULL THEN p.compile_s ELSE p.history_median_s END"
     rule = f"CASE WHEN p.threshold_s IS NULL THEN '{TOLERANCE_RULE}' ELSE '{HISTORY}' END"
+    # narrow rows into the GROUP BY's sort (a pin's columns are joined back onto its
+    # few groups after it): sorting ~400k of them is most of a check's own cost
     judged = (
-        "SELECT p.id AS pin_id, p.pin_key, r.id AS row_id, r.compile_s, p.compile_s AS pin_compile_s,"
-        f" r.compile_s / NULLIF(p.compile_s, 0) AS ratio, {rule} AS rule, {limit} AS threshold_s,"
+        "SELECT p.id AS pin_id, r.id AS row_id, r.compile_s,"
         f" CASE WHEN {loaded} THEN '{INCONCLUSIVE}' WHEN r.compile_s > {limit} AND r.compile_s - ({base}) > :min_diff"
         f" THEN '{REGRESSION}' ELSE '{OK}' END AS verdict, CASE WHEN {loaded} THEN {loaded_cause_sql('r')} END AS cause"
         f" FROM compile_records r JOIN pins p ON {match}"
-        f" WHERE {pinnable_sql('r')} AND {newer}{where}"
+        f" WHERE r.id > :above AND r.id <= :top AND {pinnable_sql('r')} AND {newer}{where}"
     )
+    before = (f"SELECT pin_id, verdict, row_id, n_rows, compile_s, cause FROM verdicts WHERE check_run_id = :prev"
+              f" AND pin_id IS NOT NULL AND verdict IN ('{OK}', '{REGRESSION}', '{INCONCLUSIVE}')")
+    judged = (f"SELECT pin_id, verdict, row_id, 1 AS n_rows, compile_s, cause FROM ({judged}) new"
+              f" UNION ALL {before}")
     one_per_finding = f"CASE WHEN verdict = '{OK}' THEN 0 ELSE row_id END"
+    grouped = (f"SELECT pin_id, verdict, MAX(row_id) AS row_id, SUM(n_rows) AS n_rows, MAX(compile_s) AS compile_s,"
+               f" MAX(cause) AS cause FROM ({judged}) judged GROUP BY pin_id, verdict, {one_per_finding}")
     return (
         "INSERT INTO verdicts (check_run_id, pin_id, pin_key, row_id, n_rows, compile_s, pin_compile_s, ratio,"
         " tolerance, verdict, cause, checked_at, rule, threshold_s)"
-        " SELECT :run, pin_id, pin_key, MAX(row_id), COUNT(*), MAX(compile_s), pin_compile_s, MAX(ratio),"
-        f" :tol, verdict, MAX(cause), :now, rule, threshold_s FROM ({judged}) judged"
-        f" GROUP BY pin_id, pin_key, pin_compile_s, rule, threshold_s, verdict, {one_per_finding} ORDER BY MAX(row_id)"
+        " SELECT :run, p.id, p.pin_key, g.row_id, g.n_rows, g.compile_s, p.compile_s,"
+        f" g.compile_s / NULLIF(p.compile_s, 0), :tol, g.verdict, g.cause, :now, {rule}, {limit}"
+        f" FROM ({grouped}) g JOIN pins p ON p.id = g.pin_id ORDER BY g.row_id"
     )
 
 
@@ -142,33 +154,61 @@ def _findings(conn, run_id: int, cache: list[Finding]) -> list[dict]:
 
 
 def run_check(engine, *, tolerance: float = TOLERANCE, filters: dict | None = None,
-              since: str | None = None, min_diff: float = MIN_DIFF) -> CheckResult:
+              since: str | None = None, min_diff: float = MIN_DIFF, rejudge: bool = False) -> CheckResult:
     """Judge, store the run and its verdicts (one transaction), return the findings.
 
     The cache cells are folded first, in the same transaction: the findings read
-    them, and a check that fails leaves them as they were."""
+    them, and a check that fails leaves them as they were. The pinned rows the
+    previous run judged are not judged again where its verdicts still stand
+    (_reusable); `rejudge` judges every row regardless."""
+    with engine.begin() as conn:
+        return judge(conn, tolerance=tolerance, filters=filters, since=since, min_diff=min_diff, rejudge=rejudge)
+
+
+def judge(conn, *, tolerance: float = TOLERANCE, filters: dict | None = None, since: str | None = None,
+          min_diff: float = MIN_DIFF, rejudge: bool = False) -> CheckResult:
+    """run_check in the caller's write transaction."""
     now = utc_now()
     where, params = filter_sql(filters, "r")
     if since is not None:
         where += " AND r.timestamp >= :since"
         params["since"] = since
-    given = {k: v for k, v in (filters or {}).items() if v is not None} | ({"since": since} if since else {})
-    with engine.begin() as conn:
-        cells.fold(conn)
-        found = cache_findings(conn, filters, since)
-        run_id = conn.execute(sa.insert(check_runs).values(checked_at=now, tolerance=tolerance, exit_code=0,
-                                                           min_diff_s=min_diff,
-                                                           filters=json.dumps(given, sort_keys=True))
-                              ).inserted_primary_key[0]
-        conn.execute(sa.text(_judge_sql(conn.dialect.name, where)), params | {"run": run_id, "tol": tolerance, "min_diff": min_diff, "now": now})
-        if found:
-            conn.execute(sa.insert(verdicts), _cache_verdicts(conn, found, run_id, now))
-        counts = dict(conn.execute(sa.select(verdicts.c.verdict, sa.func.sum(verdicts.c.n_rows))
-                                   .where(verdicts.c.check_run_id == run_id).group_by(verdicts.c.verdict)).all())
-        exit_code = 1 if counts.get(REGRESSION) or any(f.fails for f in found) else 0
-        conn.execute(sa.update(check_runs).where(check_runs.c.id == run_id).values(exit_code=exit_code))
-        findings = _findings(conn, run_id, found)
+    given = json.dumps({k: v for k, v in (filters or {}).items() if v is not None} | ({"since": since} if since else {}),
+                       sort_keys=True)
+    folded, top = cells.fold(conn)
+    found = cache_findings(conn, filters, since)
+    digest = pins_digest(conn)
+    prev = None if rejudge else _reusable(conn, folded, digest, tolerance, min_diff, given)
+    run_id = conn.execute(sa.insert(check_runs).values(
+        checked_at=now, tolerance=tolerance, exit_code=0, min_diff_s=min_diff, filters=given, upto=top,
+        pins_digest=digest)).inserted_primary_key[0]
+    conn.execute(sa.text(_judge_sql(conn.dialect.name, where)), params | {
+        "run": run_id, "tol": tolerance, "min_diff": min_diff, "now": now, "top": top,
+        "above": prev.upto if prev else 0, "prev": prev.id if prev else 0})
+    if found:
+        conn.execute(sa.insert(verdicts), _cache_verdicts(conn, found, run_id, now))
+    counts = dict(conn.execute(sa.select(verdicts.c.verdict, sa.func.sum(verdicts.c.n_rows))
+                               .where(verdicts.c.check_run_id == run_id).group_by(verdicts.c.verdict)).all())
+    exit_code = 1 if counts.get(REGRESSION) or any(f.fails for f in found) else 0
+    conn.execute(sa.update(check_runs).where(check_runs.c.id == run_id).values(exit_code=exit_code))
+    findings = _findings(conn, run_id, found)
     return CheckResult(run_id, tolerance, exit_code, counts, findings, min_diff)
+
+
+def pins_digest(conn) -> str:
+    """A digest of every pin as it stands: a run judged against these pins and no others."""
+    rows = conn.execute(sa.select(pins).order_by(pins.c.id)).all()
+    return hashlib.sha256(json.dumps([list(r) for r in rows], default=str).encode()).hexdigest()
+
+
+def _reusable(conn, folded: int, digest: str, tolerance: float, min_diff: float, given: str):
+    """The previous run, if its pinned verdicts stand for the rows up to its `upto`:
+    it judged the same pins with the same options, and no row at or below its
+    `upto` changed since (the cache cells' fold was not reset: cells.fold); else None."""
+    prev = conn.execute(sa.select(check_runs).order_by(check_runs.c.id.desc()).limit(1)).first()
+    same = prev is not None and prev.upto is not None and prev.upto == folded and folded > 0 and (
+        prev.pins_digest, prev.tolerance, prev.min_diff_s, prev.filters) == (digest, tolerance, min_diff, given)
+    return prev if same else None
 
 
 def finding_lines(findings: list[dict]) -> list[str]:

@@ -16,8 +16,13 @@ Only `ledger check` writes the cells (ledger/watch/cells.py). Inserting rows abo
 person's ad-hoc SQL) can leave it stale: a DELETE or UPDATE of a folded row, an
 INSERT at or below `upto`, a TRUNCATE (PostgreSQL).
 
-Empty at upgrade: the first check after it builds the cells (what every check cost
-before), so the upgrade itself reads no rows.
+- check_runs.upto, check_runs.pins_digest: the highest row id a run judged and the
+  pins it judged against. A check whose previous run judged the same pins with the
+  same options, and under which no folded row changed since, takes that run's
+  pinned verdicts and judges only the rows above its `upto` (ledger/watch/check.py).
+
+Empty at upgrade: the first check after it builds the cells and judges every row
+(what every check cost before), so the upgrade itself reads no rows.
 
 Revision ID: 0009
 Revises: 0008
@@ -81,6 +86,9 @@ def upgrade() -> None:
         sa.Column("cell_fields", sa.Text),
     )
     op.bulk_insert(state, [{"id": 1, "upto": 0, "cell_fields": None}])
+    with op.batch_alter_table("check_runs") as batch:
+        batch.add_column(sa.Column("upto", sa.BigInteger))
+        batch.add_column(sa.Column("pins_digest", sa.Text))
     if op.get_bind().dialect.name == "postgresql":
         op.execute(_PG_FUNCTION)
         for name, when in _PG_TRIGGERS.items():
@@ -96,5 +104,8 @@ def downgrade() -> None:
         op.execute(f"DROP TRIGGER IF EXISTS {name}" + (" ON compile_records" if postgres else ""))
     if postgres:
         op.execute("DROP FUNCTION IF EXISTS cache_cells_reset()")
+    with op.batch_alter_table("check_runs") as batch:
+        batch.drop_column("pins_digest")
+        batch.drop_column("upto")
     op.drop_table("cache_cells_state")
     op.drop_table("cache_cells")
