@@ -15,10 +15,14 @@ Target: `ledger check` (the installed entry point, a subprocess) at most 3x the 
 query. Also printed: the check as a library call (no interpreter start-up) and the
 CLI's fixed start-up (the same check on an empty ledger).
 Run: .venv/bin/python bench/bench_check.py [N]
+     .venv/bin/python bench/bench_check.py --postgresql [N]   the same on a PostgreSQL
+       database made for it (and dropped) on the server of $LEDGER_TEST_PG_URL
+       (ci/postgres.sh start prints it; the password, if any, comes from PGPASSFILE)
 """
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import sqlite3
@@ -113,8 +117,61 @@ def library_check(path: Path):
         return time.perf_counter() - t0, result
 
 
+def pg_insert(url: str, start: int, n: int, month: int) -> None:
+    import psycopg
+
+    with psycopg.connect(url) as con, con.cursor().copy(
+            f"COPY compile_records ({', '.join(COLUMNS)}) FROM STDIN") as copy:
+        for row in rows(start, n, month):
+            copy.write_row(row)
+
+
+def main_postgresql(n: int) -> None:
+    """The daily check on PostgreSQL: a day's rows (1%) arrive, then `ledger check`; three
+    times, each against the same bare scan."""
+    import uuid
+
+    import psycopg
+
+    base = os.environ["LEDGER_TEST_PG_URL"]
+    name = f"ledger_bench_check_{uuid.uuid4().hex[:8]}"
+    admin = base.replace("postgresql+psycopg://", "postgresql://", 1)
+    with psycopg.connect(admin, autocommit=True) as con:
+        con.execute(f'CREATE DATABASE "{name}"')
+    url = base.rsplit("/", 1)[0] + "/" + name
+    plain = url.replace("postgresql+psycopg://", "postgresql://", 1)
+    try:
+        t0 = time.perf_counter()
+        ledger("db", "upgrade", "--db", url)
+        pg_insert(plain, 0, n // 2, 7)
+        ledger("pins", "update", "--db", url)
+        pg_insert(plain, n // 2, n - n // 2 - 3 * (n // 100), 8)
+        with psycopg.connect(plain, autocommit=True) as con:
+            con.execute("VACUUM ANALYZE compile_records")
+        print(f"built {n:,} rows (half pinned) on PostgreSQL in {time.perf_counter() - t0:.1f}s")
+        first = cli_check(url)
+        floors, clis = [], []
+        for day in range(3):
+            pg_insert(plain, n - (3 - day) * (n // 100), n // 100, 8)
+            with psycopg.connect(plain) as con:
+                t0 = time.perf_counter()
+                con.execute(FLOOR_SQL.replace("+ mixed_precision", "+ CAST(mixed_precision AS INTEGER)")).fetchall()
+                floors.append(time.perf_counter() - t0)
+            clis.append(cli_check(url))
+        f, c = min(floors), min(clis)
+        print(f"bare SQL scan (floor): {f:.2f}s   ledger check: {c:.2f}s   first check after the upgrade"
+              f" (builds the cells): {first:.2f}s   (best of 3)")
+        print(f"PostgreSQL ratio {c / f:.2f}x (target <= 3x) {verdict(c / f, 3)}; first check {first / f:.2f}x")
+    finally:
+        with psycopg.connect(admin, autocommit=True) as con:
+            con.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
 def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
+    args = [a for a in sys.argv[1:] if a != "--postgresql"]
+    n = int(args[0]) if args else 1_000_000
+    if "--postgresql" in sys.argv:
+        return main_postgresql(n)
     with tempfile.TemporaryDirectory() as tmp:
         src, work = Path(tmp) / "ledger.db", Path(tmp) / "work.db"
         t0 = time.perf_counter()

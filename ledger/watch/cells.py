@@ -100,10 +100,19 @@ def _combine(a: tuple, b: tuple) -> tuple:
     return (max(a[0], b[0]), pick(max, a[1], b[1]), pick(min, a[2], b[2]), a[3] + b[3])
 
 
-def fold(conn) -> tuple[int, int]:
+@dataclass
+class Folded:
+    """What a fold leaves: the `upto` it found (0 if reset: rows at or below it are as
+    the last fold saw them), the new one, and every cell's summary."""
+
+    found: int
+    upto: int
+    cells: dict[str, tuple]
+
+
+def fold(conn) -> Folded:
     """Bring cache_cells up to every row: fold in the rows above `upto`, or rebuild
-    when it was reset. Returns (the `upto` found, 0 if reset; the new one): rows at
-    or below the first are as the last fold saw them. The caller's write transaction (a check's), which no other
+    when it was reset. The caller's write transaction (a check's), which no other
     writer can interleave: SQLite's begins IMMEDIATE; on PostgreSQL the SHARE lock
     waits for every open insert to commit, so no row can later appear below `upto`."""
     if conn.dialect.name == "postgresql":
@@ -114,18 +123,20 @@ def fold(conn) -> tuple[int, int]:
     top = conn.execute(sa.text("SELECT MAX(id) FROM compile_records")).scalar() or 0
     if upto == 0:
         conn.execute(sa.delete(cache_cells))
+    kept = stored(conn) if upto else {}
     if top > upto:
-        kept = stored(conn) if upto else {}
         new = summarize(conn, upto, top)
-        changed = [{"key": k, **_columns(_combine(kept[k], s))} for k, s in new.items() if k in kept]
-        added = [{"cell_key": k, **_columns(s)} for k, s in new.items() if k not in kept]
+        merged = {k: _combine(kept[k], s) if k in kept else s for k, s in new.items()}
+        changed = [{"key": k, **_columns(s)} for k, s in merged.items() if k in kept]
+        added = [{"cell_key": k, **_columns(s)} for k, s in merged.items() if k not in kept]
         if changed:
             conn.execute(sa.update(cache_cells).where(cache_cells.c.cell_key == sa.bindparam("key")), changed)
         if added:
             conn.execute(sa.insert(cache_cells), added)
+        kept |= merged
     conn.execute(sa.delete(cache_cells_state))
     conn.execute(sa.insert(cache_cells_state).values(id=1, upto=top, cell_fields=_FIELDS))
-    return upto, top
+    return Folded(upto, top, kept)
 
 
 def _columns(s: tuple) -> dict:
@@ -137,12 +148,12 @@ def stored(conn) -> dict[str, tuple]:
     return {r.cell_key: tuple(r[1:]) for r in conn.execute(sa.select(cache_cells))}
 
 
-def groups(conn, filters: dict | None) -> list[Group]:
-    """The kept cells as Groups, those matching the filters (column = value; a NULL
-    matches no filter, as in SQL)."""
+def groups(summaries: dict[str, tuple], filters: dict | None) -> list[Group]:
+    """The cells as Groups, those matching the filters (column = value; a NULL matches
+    no filter, as in SQL)."""
     wanted = {k: v for k, v in (filters or {}).items() if v is not None}
     out = []
-    for key, (newest, last_warm, first_cold, n_cold) in stored(conn).items():
+    for key, (newest, last_warm, first_cold, n_cold) in summaries.items():
         values = dict(zip(CACHE_CELL, json.loads(key), strict=True))
         if all(values[k] == v for k, v in wanted.items()):
             stamp, state = newest.rsplit("|", 1)

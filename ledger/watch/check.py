@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
-from ledger.record import CACHE_CELL, COMPARABILITY_KEY
+from ledger.record import CACHE_CELL
 from ledger.storage.models import check_runs, pins, verdicts
 from ledger.watch import cells
 from ledger.watch.explain import fetch_rows
@@ -30,7 +30,7 @@ from ledger.watch.findings import (
     link_pin,
 )
 from ledger.watch.history import HISTORY, TOLERANCE_RULE, rule_text
-from ledger.watch.keys import loaded_cause_sql, loaded_sql, same_sql
+from ledger.watch.keys import key_join_sql, loaded_cause_sql, loaded_sql
 from ledger.watch.pins import describe_key, filter_sql, pinnable_sql, utc_now
 
 TOLERANCE = 1.5
@@ -54,7 +54,7 @@ def _judge_sql(dialect: str, where: str) -> str:
     Only the rows with :above < id <= :top are judged; the pinned verdicts of run
     :prev (0: none) stand for the rows up to :above (see _reusable) and are grouped
     with them, as if judged again."""
-    match = " AND ".join(same_sql(f"r.{f}", f"p.{f}", dialect) for f in COMPARABILITY_KEY)
+    match = key_join_sql("r", "p", dialect)
     newer = ("(COALESCE(r.timestamp, '') > COALESCE(p.timestamp, '')"
              " OR (COALESCE(r.timestamp, '') = COALESCE(p.timestamp, '') AND r.id > p.row_id))")
     loaded = loaded_sql("r")
@@ -175,15 +175,15 @@ def judge(conn, *, tolerance: float = TOLERANCE, filters: dict | None = None, si
         params["since"] = since
     given = json.dumps({k: v for k, v in (filters or {}).items() if v is not None} | ({"since": since} if since else {}),
                        sort_keys=True)
-    folded, top = cells.fold(conn)
-    found = cache_findings(conn, filters, since)
+    folded = cells.fold(conn)
+    found = cache_findings(conn, folded.cells, filters, since)
     digest = pins_digest(conn)
-    prev = None if rejudge else _reusable(conn, folded, digest, tolerance, min_diff, given)
+    prev = None if rejudge else _reusable(conn, folded.found, digest, tolerance, min_diff, given)
     run_id = conn.execute(sa.insert(check_runs).values(
-        checked_at=now, tolerance=tolerance, exit_code=0, min_diff_s=min_diff, filters=given, upto=top,
+        checked_at=now, tolerance=tolerance, exit_code=0, min_diff_s=min_diff, filters=given, upto=folded.upto,
         pins_digest=digest)).inserted_primary_key[0]
     conn.execute(sa.text(_judge_sql(conn.dialect.name, where)), params | {
-        "run": run_id, "tol": tolerance, "min_diff": min_diff, "now": now, "top": top,
+        "run": run_id, "tol": tolerance, "min_diff": min_diff, "now": now, "top": folded.upto,
         "above": prev.upto if prev else 0, "prev": prev.id if prev else 0})
     if found:
         conn.execute(sa.insert(verdicts), _cache_verdicts(conn, found, run_id, now))

@@ -48,11 +48,10 @@ WENT_COLD, CACHE_OFF, CACHE_NOT_REUSED, JAX_CHANGED = "went-cold", "cache-off", 
 LINEAGE = tuple(f for f in STATELESS_KEY if f != "jax_version")
 
 
-def summaries(conn, filters: dict | None) -> dict[tuple, list[Group]]:
-    """Every cell's groups, by lineage, from the kept cache cells (ledger/watch/cells.py:
-    the caller folds them first)."""
+def by_lineage(summaries: dict[str, tuple], filters: dict | None) -> dict[tuple, list[Group]]:
+    """Every cell's groups, by lineage, from the cache cells' summaries (cells.fold)."""
     out: dict[tuple, list[Group]] = {}
-    for g in cells.groups(conn, filters):
+    for g in cells.groups(summaries, filters):
         out.setdefault(tuple(g.values[f] for f in LINEAGE), []).append(g)
     return out
 
@@ -69,10 +68,10 @@ class Finding:
     extra: dict = field(default_factory=dict)
 
 
-def cache_findings(conn, filters: dict | None, since: str | None) -> list[Finding]:
+def cache_findings(conn, summaries: dict[str, tuple], filters: dict | None, since: str | None) -> list[Finding]:
     """Every finding of the cache passes, oldest row first."""
     found: list[Finding] = []
-    for groups in summaries(conn, filters).values():
+    for groups in by_lineage(summaries, filters).values():
         found += _went_cold(conn, groups)
         found += _cache_off(conn, groups)
         found += _by_jax(conn, groups)

@@ -23,8 +23,7 @@ from statistics import median
 
 import sqlalchemy as sa
 
-from ledger.record import COMPARABILITY_KEY
-from ledger.watch.keys import loaded_sql, same_sql
+from ledger.watch.keys import key_join_sql, loaded_sql
 
 MIN_HISTORY = 6  # warm rows a key needs before its own spread judges it
 WINDOW = 30  # the newest warm rows at or before the pin that make its history
@@ -46,7 +45,7 @@ def stats(values: list[float]) -> dict:
 def _history_sql(dialect: str) -> str:
     """Each pin lacking a history, with its key's newest WINDOW warm ok rows at or
     before the pin's own row, loaded hosts left out: one pass for all of them."""
-    match = " AND ".join(same_sql(f"r.{f}", f"p.{f}", dialect) for f in COMPARABILITY_KEY)
+    match = key_join_sql("r", "p", dialect)
     upto = ("(COALESCE(r.timestamp, '') < COALESCE(p.timestamp, '')"
             " OR (COALESCE(r.timestamp, '') = COALESCE(p.timestamp, '') AND r.id <= p.row_id))")
     from ledger.watch.pins import pinnable_sql  # pins imports this module

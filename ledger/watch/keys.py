@@ -37,6 +37,22 @@ def same_sql(a: str, b: str, dialect: str) -> str:
     return f"{a} IS {b}" if dialect == "sqlite" else f"{a} IS NOT DISTINCT FROM {b}"
 
 
+def key_join_sql(a: str, b: str, dialect: str) -> str:
+    """Rows `a` and `b` have the same comparability key, as a join condition.
+
+    On PostgreSQL IS NOT DISTINCT FROM cannot drive a hash join: a million rows
+    against a thousand pins became a nested loop of a billion comparisons (90 s). So
+    each column also gets an equality of its text with NULL read as '' (a superset:
+    NULL and '' meet there), which the planner hashes, and the exact test filters what
+    it lets through. SQLite builds an index on the pins for IS by itself."""
+    same = " AND ".join(same_sql(f"{a}.{f}", f"{b}.{f}", dialect) for f in COMPARABILITY_KEY)
+    if dialect != "postgresql":
+        return same
+    hashable = " AND ".join(f"COALESCE(CAST({a}.{f} AS TEXT), '') = COALESCE(CAST({b}.{f} AS TEXT), '')"
+                            for f in COMPARABILITY_KEY)
+    return f"{hashable} AND {same}"
+
+
 # -- the loaded-host rule -------------------------------------------------------------
 # A host is loaded when its 1-minute load average exceeds the cores the probe could
 # use: the CPU affinity where recorded, else the CPU count. XLA compiles on the host
