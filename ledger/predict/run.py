@@ -44,12 +44,19 @@ def compute(spec):
 
 
 def judge(conn, spec, report) -> list[dict]:
-    """Each key report entry with its cell, its cause and expected cost when cold."""
+    """Each key report entry with its cell, its cause and expected cost when cold
+    (``conn`` None: no ledger to read, so no history)."""
     cell = spec.cell()
     out = []
     for p in report.predictions:
         pred = dict(report.context, **cell, **p, objective=spec.objective)
         pred["cause"], pred["details"] = None, []
+        pred["expected_compile_s"], pred["expected_n"] = None, 0
+        if conn is None:  # no ledger yet: nothing to compare with
+            pred["cause"] = (cz.EMPTY_DIR if pred["cache_entries"] == 0 else cz.NO_WARM_ROW
+                             ) if pred["predicted"] == COLD else None
+            out.append(pred)
+            continue
         pred["expected_compile_s"], pred["expected_n"] = cz.expected_cost(conn, pred)
         if pred["predicted"] == COLD:
             found, warm = cz.causes(conn, pred)
