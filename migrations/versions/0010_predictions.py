@@ -3,7 +3,7 @@
 One row per transform predicted: the persistent-cache key JAX will look up, the
 predicted state (warm or cold), the cause of a cold one and its expected cost, with
 the cell, host, jax version and cache dir it was made for. A later compile row with
-the same cache_key scores it (ledger/predict/scoring.py); no foreign key, because the
+the same cache_key scores it (ledger/predict/store.py); no foreign key, because the
 row comes later and may come from another database merged in.
 
 Revision ID: 0010
