@@ -182,3 +182,14 @@ def test_the_key_is_had_without_compiling_and_the_ledgers_listeners_are_muted(tm
     jax.clear_caches()
     lowered.compile()  # now for real: the entry written is the predicted one
     assert [p.name for p in tmp_path.iterdir() if not p.name.endswith("-atime")] == [ji.entry_name(key)]
+
+
+def test_a_cache_that_evicts_is_said_and_predict_still_writes_nothing(tmp_path, db):
+    cache = tmp_path / "jax-cache"
+    truth = Truth(db)
+    truth.probe(cache)
+    env = _env(JAX_COMPILATION_CACHE_MAX_SIZE="100000000")
+    run = truth.predict(cache, env=env)  # hashes the dir around it: no lockfile, no atime
+    assert (run.returncode, run.stdout.splitlines()[1]) == (0, "jit: warm")
+    note = "note: jax_compilation_cache_max_size is 100000000: eviction may remove an entry before the run reads it"
+    assert run.stderr.splitlines() == [note]
