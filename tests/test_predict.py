@@ -175,8 +175,13 @@ def test_the_key_is_had_without_compiling_and_the_ledgers_listeners_are_muted(tm
     evidence._EVENTS.counts = {"before": 1}
     jax.clear_caches()
     lowered = jax.jit(lambda x: x * 3.0 + 1.0).lower(2.0)
-    with muted_ledger_listeners():
+    with muted_ledger_listeners(), evidence.CompileWatch() as seen:
         key = ji.cache_key_without_compiling(lowered)
+    # JAX asked its cache (the event fired) and neither hit nor wrote a miss; the
+    # ledger's counts are what they were. (backend_compile_duration is no evidence
+    # either way: JAX times the whole compile_or_get_cached, which the key ends early.)
+    assert seen.counts.get(ji.EV_REQUEST) == 1
+    assert ji.EV_HIT not in seen.counts and ji.EV_MISS_WRITTEN not in seen.counts
     assert evidence._EVENTS.counts == {"before": 1}
     assert key and key.startswith("jit_") and list(tmp_path.iterdir()) == []
     jax.clear_caches()
