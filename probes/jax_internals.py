@@ -236,3 +236,82 @@ def count_entries(cache_dir: str) -> int | None:
                        and not e.name.endswith("-atime") and e.is_file())
     except FileNotFoundError:
         return 0
+
+
+# -- the cache key without compiling (`ledger predict`) --------------------------------
+# jax._src.compiler._cache_read(module_name, cache_key, ...) is called by
+# compile_or_get_cached once the key is known and before anything is compiled: the
+# same two leading arguments from jax 0.4.30 to 0.12. Its backend compile is
+# backend_compile (0.4.30 to 0.4.3x) or backend_compile_and_load (later): reached only
+# when no key was computed (cache disabled or not used), and stopped there too.
+COMPILER_MODULE = "jax._src.compiler"
+CACHE_READ = "_cache_read"
+BACKEND_COMPILES = ("backend_compile", "backend_compile_and_load")
+UNPREDICTABLE = "the persistent-cache key cannot be computed without compiling"
+
+
+class _KeyReached(BaseException):
+    """Raised from inside JAX's compile path at its cache read; a BaseException so that
+    JAX's own ``except Exception`` handlers let it through."""
+
+    def __init__(self, key):
+        super().__init__(key)
+        self.key = key
+
+
+class _CompileReached(BaseException):
+    """Raised where JAX would compile because it computed no cache key."""
+
+
+class Unpredictable(Exception):
+    """This JAX cannot be predicted on: the message is one line naming its version."""
+
+
+def cache_key_without_compiling(lowered) -> str | None:
+    """The persistent-cache key ``lowered.compile()`` would look up, or None when JAX
+    computes none (no cache dir, or the cache not used for this backend). Compiles
+    nothing: the compile path is stopped at its cache read, or at its backend compile."""
+    compiler = _internal(COMPILER_MODULE, None, UNPREDICTABLE)
+    if compiler is None or not hasattr(compiler, CACHE_READ):
+        raise Unpredictable(f"jax {jax_version()}: {COMPILER_MODULE}.{CACHE_READ} is gone; "
+                            f"{UNPREDICTABLE}")
+    compiles = [n for n in BACKEND_COMPILES if hasattr(compiler, n)]
+    if not compiles:
+        raise Unpredictable(f"jax {jax_version()}: {COMPILER_MODULE} has none of "
+                            f"{', '.join(BACKEND_COMPILES)}; {UNPREDICTABLE}")
+
+    def read(module_name, cache_key, *args, **kwargs):
+        raise _KeyReached(cache_key)
+
+    def compile_(*args, **kwargs):
+        raise _CompileReached()
+
+    saved = {n: getattr(compiler, n) for n in (CACHE_READ, *compiles)}
+    setattr(compiler, CACHE_READ, read)
+    for n in compiles:
+        setattr(compiler, n, compile_)
+    try:
+        lowered.compile()
+    except _KeyReached as reached:
+        return str(reached.key)
+    except _CompileReached:
+        return None
+    finally:
+        for n, fn in saved.items():
+            setattr(compiler, n, fn)
+    raise Unpredictable(f"jax {jax_version()}: lowered.compile() returned without reaching "
+                        f"{COMPILER_MODULE}.{CACHE_READ}; {UNPREDICTABLE}")
+
+
+def entry_name(key: str) -> str | None:
+    """The file name of ``key``'s entry in the cache dir (``<key>-cache`` since jax
+    0.4.31, ``<key>`` in 0.4.30); None if this JAX's file cache is not where it was."""
+    suffix = entry_suffix()
+    return None if suffix is None else f"{key}{suffix}"
+
+
+def process_index() -> int:
+    """This process's index: JAX reads and writes the persistent cache from process 0."""
+    import jax
+
+    return int(jax.process_index())

@@ -29,18 +29,41 @@ MaxTasksOpt = Annotated[int | None, typer.Option(
 
 
 @app.command("plan")
-def plan_cmd(spec: SpecArg, max_tasks: MaxTasksOpt = None) -> None:
+def plan_cmd(spec: SpecArg, max_tasks: MaxTasksOpt = None,
+             predict: Annotated[bool, typer.Option("--predict", help="Also say which tasks will compile cold on this node, and their expected cost (compiles nothing).")] = False,
+             db: DbOpt = None) -> None:
     """Print the sweep's tasks and its size; run nothing."""
     from ledger.output import format_table
     from ledger.sweep.spec import displayed, load
 
     sweep = load(spec, max_tasks)
+    if predict:
+        return _plan_predicted(sweep, db)
     tasks = sweep.tasks()
     typer.echo(format_table(["task", "objective", "cell", "repeat"],
                             [[t.index, displayed(t.objective), _cell(t.cell), t.repeat] for t in tasks]),
                nl=False)
     typer.echo(f"{len(tasks)} tasks x {sweep.rows_per_task()} rows ({', '.join(sweep.transforms)}"
                f"{', cold and warm' if sweep.cold_warm else ''}) = {len(tasks) * sweep.rows_per_task()} rows")
+
+
+def _plan_predicted(sweep, db) -> None:
+    """One line per task and transform that will compile cold, and the expected total."""
+    from ledger.output import format_table
+    from ledger.sweep.predict import predict_tasks
+    from ledger.sweep.spec import displayed
+
+    planned = predict_tasks(sweep, db)
+    rows = [[p.task.index, displayed(p.task.objective), _cell(p.task.cell), r["transform"], r["cause"],
+             "-" if r["expected_compile_s"] is None else f"{r['expected_compile_s']:.4g}"]
+            for p in planned for r in p.cold]
+    if rows:
+        typer.echo(format_table(["task", "objective", "cell", "transform", "cause", "expected_s"], rows), nl=False)
+    known = [r["expected_compile_s"] for p in planned for r in p.cold if r["expected_compile_s"] is not None]
+    cold_tasks = [p.task.index for p in planned if p.cold]
+    typer.echo(f"{len(cold_tasks)} of {len(planned)} tasks will compile cold ({len(rows)} cold compiles"
+               + (f", {sum(known):.4g} s expected for {len(known)} of them" if known else "") + ")"
+               + (f"; warm them first: tasks {', '.join(map(str, cold_tasks))}" if cold_tasks else ""))
 
 
 def _cell(cell: dict) -> str:

@@ -141,3 +141,22 @@ cache_cells_state = sa.Table(
     sa.Column("upto", sa.BigInteger, nullable=False),
     sa.Column("cell_fields", sa.Text),
 )
+
+# -- what `ledger predict` said before a compile (revision 0010) ------------------------
+predictions = sa.Table(
+    "predictions",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("cache_key", sa.Text, nullable=False, index=True),
+    sa.Column("predicted", sa.Text, nullable=False),
+    sa.Column("cause", sa.Text),
+    sa.Column("expected_compile_s", sa.Float),
+    sa.Column("expected_n", sa.Integer),
+    sa.Column("transform", sa.Text, nullable=False),
+    sa.Column("objective", sa.Text),
+    *(sa.Column(name, _SA_TYPES[COMPILE_FIELDS[name]]) for name in (
+        "dataset_class", "model_type", "instrument", "n_batch", "batch_size", "mixed_precision",
+        "hardware", "hostname", "jax_version", "cache_dir", "program_fingerprint")),
+    sa.Column("after_row_id", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("created_at", sa.Text, nullable=False),
+)

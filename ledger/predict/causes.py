@@ -1,0 +1,91 @@
+"""Why a predicted compile will be cold, and what it will cost, from the ledger.
+
+The nearest evidence is the cell's last warm row on this host, jax and cache dir (or,
+before any warm row, its last cold row whose entry is still in the dir): the
+cache-key components that differ from it are named as `ledger explain` names them
+(ledger/watch/explain.diagnose, the one definition). The expected cost is the median
+cold compile_s of the cell on this host key, and how many rows it rests on.
+"""
+
+from __future__ import annotations
+
+import os
+from statistics import median
+
+import sqlalchemy as sa
+
+from ledger.record import CACHE_CELL, COLD, STATELESS_KEY, WARM
+from ledger.watch.explain import SAME_KEY, SHOWN_BY, diagnose
+from ledger.watch.keys import same_sql
+from ledger.watch.pins import NEWEST_FIRST, ok_sql
+
+NO_WARM_ROW = "no entry, and no warm row for this cell"
+EMPTY_DIR = "cache dir empty"
+HISTORY_LIMIT = 1000  # the newest cold rows a median is taken over
+
+
+def _match(fields, dialect: str) -> str:
+    return " AND ".join(same_sql(f, f":{f}", dialect) for f in fields)
+
+
+def last_row(conn, pred: dict, state: str) -> dict | None:
+    """The newest ok row of ``state`` in the prediction's cache cell (host key, cell,
+    cache dir)."""
+    sql = (f"SELECT * FROM compile_records WHERE cache_state = :state AND {ok_sql()}"
+           f" AND {_match(CACHE_CELL, conn.dialect.name)}"
+           f" ORDER BY {NEWEST_FIRST.format(p='')} LIMIT 1")
+    params = {f: pred[f] for f in CACHE_CELL} | {"state": state}
+    found = conn.execute(sa.text(sql), params).mappings().first()
+    return dict(found) if found else None
+
+
+def _entry_of(row: dict, pred: dict) -> str | None:
+    """The path of ``row``'s entry in the prediction's cache dir, named as this JAX names
+    entries (the predicted entry is its key plus JAX's suffix)."""
+    key, suffix = row.get("cache_key"), pred["entry"][len(pred["cache_key"]):]
+    return os.path.join(pred["cache_dir"], f"{key}{suffix}") if key else None
+
+
+def nearest_row(conn, pred: dict) -> dict | None:
+    """The cell's last warm row; without one, its last cold row whose entry is still in
+    the dir (the compile that wrote what a warm run would have read)."""
+    warm = last_row(conn, pred, WARM)
+    if warm is not None:
+        return warm
+    cold = last_row(conn, pred, COLD)
+    path = cold and _entry_of(cold, pred)
+    return cold if path and os.path.isfile(path) else None
+
+
+def expected_cost(conn, pred: dict) -> tuple[float | None, int]:
+    """(median cold compile_s, n) of the cell on this host key, any cache dir."""
+    sql = (f"SELECT compile_s FROM compile_records WHERE cache_state = '{COLD}' AND {ok_sql()}"
+           f" AND compile_s IS NOT NULL AND {_match(STATELESS_KEY, conn.dialect.name)}"
+           f" ORDER BY {NEWEST_FIRST.format(p='')} LIMIT {HISTORY_LIMIT}")
+    values = [r[0] for r in conn.execute(sa.text(sql), {f: pred[f] for f in STATELESS_KEY})]
+    return (median(values) if values else None), len(values)
+
+
+def causes(conn, pred: dict) -> tuple[list[str], dict | None]:
+    """The causes of a cold prediction, never empty, and the warm row they rest on."""
+    warm = nearest_row(conn, pred)
+    empty = pred.get("cache_entries") == 0
+    found = [EMPTY_DIR] if empty else []
+    if warm is None:
+        return found or [NO_WARM_ROW], None
+    # cache_files_before is left out: the dir's state is said above, in this command's words
+    diffs = diagnose({k: v for k, v in pred.items() if k != "cache_files_before"}, warm)
+    if diffs == [SAME_KEY] and empty:
+        diffs = []
+    return found + diffs, warm
+
+
+def details(pred: dict, warm: dict | None, found: list[str]) -> list[str]:
+    """The values behind a named component, where the rows carry them (XLA flags)."""
+    if warm is None:
+        return []
+    out = []
+    for name, column in SHOWN_BY.items():
+        if name in found and column in pred and (pred.get(column) or warm.get(column)):
+            out.append(f"{column}: {warm.get(column) or '(none)'} -> {pred.get(column) or '(none)'}")
+    return out
