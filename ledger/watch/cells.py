@@ -136,7 +136,24 @@ def fold(conn) -> Folded:
         kept |= merged
     conn.execute(sa.delete(cache_cells_state))
     conn.execute(sa.insert(cache_cells_state).values(id=1, upto=top, cell_fields=_FIELDS))
+    if conn.dialect.name == "sqlite":
+        _arm_sqlite_triggers(conn, top)
     return Folded(upto, top, kept)
+
+
+_RESET = "UPDATE cache_cells_state SET upto = 0 WHERE id = 1"
+
+
+def _arm_sqlite_triggers(conn, upto: int) -> None:
+    """The SQLite triggers (revision 0009) with `upto` written into their conditions: a
+    comparison per imported row, not a query. PostgreSQL's statement triggers read it."""
+    n = int(upto)
+    for name, when in (("cache_cells_on_insert", f"AFTER INSERT ON compile_records WHEN NEW.id <= {n}"),
+                       ("cache_cells_on_update",
+                        f"AFTER UPDATE ON compile_records WHEN OLD.id <= {n} OR NEW.id <= {n}"),
+                       ("cache_cells_on_delete", f"AFTER DELETE ON compile_records WHEN OLD.id <= {n}")):
+        conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}")
+        conn.exec_driver_sql(f"CREATE TRIGGER {name} {when} BEGIN {_RESET}; END")
 
 
 def _columns(s: tuple) -> dict:
