@@ -1,0 +1,127 @@
+"""Rows out of the program's way: a writer thread commits each record as it comes.
+
+Each record is its own transaction through the storage layer's one writer
+(ledger/storage/writer.add_compile_record, validated by ledger/record_validation), so
+a row is committed within moments of its compile and a SIGKILL keeps every row
+written before it. The compile path only puts a dict on a queue; host state,
+provenance and the database (opened at the first record, so a program that compiles
+nothing creates no ledger) are this thread's. A ledger that is briefly locked is
+retried, not dropped; one that cannot be written at all costs the program one line.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+
+from ledger.recorder.hook import warn_once
+
+RETRY_FOR_S = 30.0  # how long one row waits out a locked ledger before it is given up
+_STOP = object()
+
+
+def _retryable(err: BaseException) -> bool:
+    # SQLAlchemy's OperationalError: SQLite's "database is locked", a server that
+    # dropped the connection; anything else (a bad row, a refused revision) is final
+    return type(err).__name__ == "OperationalError"
+
+
+class Sink:
+    def __init__(self, db: str | None):
+        self.db = db
+        self._queue: queue.Queue = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self._ledger = None
+        self._dead = False
+        self._start_lock = threading.Lock()
+        self.written = 0
+
+    def put(self, record: dict) -> None:
+        if self._dead:
+            return
+        if self._thread is None:
+            with self._start_lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="ledger-record", daemon=True)
+                    self._thread.start()
+        self._queue.put(record)
+
+    def flush(self, timeout: float = 60.0) -> bool:
+        """Wait until every record put so far is written (or given up)."""
+        if self._thread is None or not self._thread.is_alive():
+            return True
+        done = threading.Event()
+        self._queue.put(done)
+        return done.wait(timeout)
+
+    def close(self, timeout: float = 60.0) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            if not self.flush(timeout):
+                warn_once(f"gave up waiting {timeout:.0f} s for the ledger; the last compiles may be missing")
+                return
+            self._queue.put(_STOP)
+            self._thread.join(5.0)
+
+    # -- the writer thread -------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is _STOP:
+                break
+            if isinstance(item, threading.Event):
+                item.set()
+                continue
+            if not self._dead:
+                self._write(item)
+        if self._ledger is not None:
+            self._ledger.close()
+
+    def _open(self):
+        if self._ledger is None:
+            from ledger.storage.open import open_ledger
+
+            self._ledger = open_ledger(self.db, "write")
+        return self._ledger
+
+    def _write(self, record: dict) -> None:
+        from ledger.storage.writer import add_compile_record
+
+        try:
+            row = finish(record)
+        except Exception as err:  # noqa: BLE001
+            warn_once("a compile was not recorded", err)
+            return
+        deadline = time.monotonic() + RETRY_FOR_S
+        pause = 0.05
+        while True:
+            try:
+                add_compile_record(self._open().engine, row)
+                self.written += 1
+                return
+            except Exception as err:  # noqa: BLE001 - never the program's failure
+                if _retryable(err) and time.monotonic() < deadline:
+                    time.sleep(pause)
+                    pause = min(pause * 2, 1.0)
+                    continue
+                if self._ledger is None:  # the ledger cannot be opened: stop trying
+                    self._dead = True
+                warn_once(f"cannot write to the ledger {self.db or ''}".rstrip(), err)
+                return
+
+
+def finish(record: dict) -> dict:
+    """A hook's record made a full row: host state (sampled here, off the compile path)
+    and provenance."""
+    from ledger.record import PROBE_RECORD_FIELDS
+    from probes import host
+
+    rec = dict(record)
+    prov = rec.pop("_provenance", {}) or {}
+    fields = set(PROBE_RECORD_FIELDS)
+    for k, v in host.host_state().items():
+        if k in fields and rec.get(k) is None:
+            rec[k] = v
+    prov.update(host.static_provenance())
+    rec["provenance"] = host.dumps(prov)
+    return rec
