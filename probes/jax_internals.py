@@ -331,7 +331,7 @@ def input_signature(text: str | None) -> str | None:
     head, _, results = line.partition(") -> ")
     args = ", ".join(_type_text(t) for t in _ARGS_RE.findall(head))
     outs = ", ".join(_type_text(t.group(0)) for t in _TYPE_RE.finditer(results))
-    return f"{args} -> {outs}" if outs else args
+    return f"{args} -> {outs}".lstrip() if outs else args
 
 
 def process_index() -> int | None:
