@@ -49,7 +49,11 @@ def prepare(command: list[str], db: str | None, tag: str | None, cell: dict,
         raise LedgerError("an in-memory SQLite database vanishes with the command: give a file path")
     if target.path is not None:
         # refused now, not at the program's first compile (a newer revision, not a ledger)
-        rv.gate(target.display, *rv.sqlite_status(target.path), "write")
+        try:
+            rv.gate(target.display, *rv.sqlite_status(target.path), "write")
+        except LedgerError as err:
+            if "locked" not in str(err):
+                raise  # a ledger held by another writer is no refusal: the recorder waits for it
     resolved = str(target.path.resolve()) if target.path is not None else target.value
     config = RecordConfig(db=resolved, run_id=uuid.uuid4().hex, tag=tag, command=shlex.join(command), cell=cell)
     env = dict(os.environ if environ is None else environ)

@@ -21,10 +21,13 @@ RETRY_FOR_S = 30.0  # how long one row waits out a locked ledger before it is gi
 _STOP = object()
 
 
-def _retryable(err: BaseException) -> bool:
-    # SQLAlchemy's OperationalError: SQLite's "database is locked", a server that
-    # dropped the connection; anything else (a bad row, a refused revision) is final
-    return type(err).__name__ == "OperationalError"
+def _retryable(err: BaseException, opened: bool) -> bool:
+    # A locked SQLite file (at open, the gate's read says so in its message) is waited
+    # out; so is an OperationalError of a ledger that was open (a server that dropped
+    # the connection). Anything else (a bad row, a refused revision, no server) is final.
+    if "locked" in str(err) or "busy" in str(err):
+        return True
+    return opened and type(err).__name__ == "OperationalError"
 
 
 class Sink:
@@ -100,7 +103,7 @@ class Sink:
                 self.written += 1
                 return
             except Exception as err:  # noqa: BLE001 - never the program's failure
-                if _retryable(err) and time.monotonic() < deadline:
+                if _retryable(err, self._ledger is not None) and time.monotonic() < deadline:
                     time.sleep(pause)
                     pause = min(pause * 2, 1.0)
                     continue
