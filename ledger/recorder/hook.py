@@ -55,6 +55,20 @@ class Recorder:
         self._pending: dict | None = None  # compiled, waiting for backend_compile_duration
         self._static: dict | None = None
         self._process_index: int | None = None
+        self._known_entries: dict[str, int] = {}  # cache dir -> entries, counted once
+
+    def _entries(self, cache_dir: str | None) -> int | None:
+        """Entries in the cache dir before a compile: counted at this process's first
+        compile into it, then kept by JAX's written-miss events (a count per compile
+        cost a program of many small compiles a scan each, of a dir that grows)."""
+        from probes import evidence
+
+        if not cache_dir or not evidence._Events.listening or cache_dir not in self._known_entries:
+            n = evidence.count_cache_entries(cache_dir)
+            if cache_dir and n is not None and evidence._Events.listening:
+                self._known_entries[cache_dir] = n
+            return n
+        return self._known_entries[cache_dir]
 
     # -- jax.monitoring ----------------------------------------------------------------
     def on_duration(self, event, duration, **kwargs):
@@ -109,7 +123,6 @@ class Recorder:
         return out
 
     def _begin(self, computation) -> dict:
-        from probes import evidence
         from probes import jax_internals as ji
 
         rec = blank_record()
@@ -122,7 +135,7 @@ class Recorder:
             "program_fingerprint": hashlib.sha256(text.encode()).hexdigest() if text else None,
             "trace_s": self._trace_s + self._lower_s,
             "cache_dir": str(cache_dir) if cache_dir else None,
-            "cache_files_before": evidence.count_cache_entries(cache_dir),
+            "cache_files_before": self._entries(cache_dir),
             "cache_min_compile_time_s": _num(float, ji.option(ji.OPT_MIN_COMPILE_TIME)),
             "cache_min_entry_size_bytes": _num(int, ji.option(ji.OPT_MIN_ENTRY_SIZE)),
             "jax_cache_settings": _dumps(ji.cache_settings()),
@@ -141,6 +154,8 @@ class Recorder:
         for k in ("cache_requests", "cache_hits", "cache_misses", "cache_key", "cache_key_components"):
             rec[k] = s[k]
         cache_dir = rec["cache_dir"]
+        if cache_dir in self._known_entries and s["cache_misses"]:
+            self._known_entries[cache_dir] += s["cache_misses"]
         if self._process_index is None:
             self._process_index = ji.process_index()
         rec["process_index"] = self._process_index

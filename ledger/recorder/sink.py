@@ -1,9 +1,9 @@
-"""Rows out of the program's way: a writer thread commits each record as it comes.
+"""Rows out of the program's way: a writer thread commits the records as they come.
 
-Each record is its own transaction through the storage layer's one writer
-(ledger/storage/writer.add_compile_record, validated by ledger/record_validation), so
-a row is committed within moments of its compile and a SIGKILL keeps every row
-written before it. The compile path only puts a dict on a queue; host state,
+What arrived within GATHER_S of the first record is one transaction through the
+storage layer (ledger/storage/writer.add_compile_records, each row validated by
+ledger/record_validation), so a row is committed well within a second of its compile
+and a SIGKILL keeps every row written before it. The compile path only puts a dict on a queue; host state,
 provenance and the database (opened at the first record, so a program that compiles
 nothing creates no ledger) are this thread's. A ledger that is briefly locked is
 retried, not dropped; one that cannot be written at all costs the program one line.
@@ -17,7 +17,8 @@ import time
 
 from ledger.recorder.hook import warn_once
 
-RETRY_FOR_S = 30.0  # how long one row waits out a locked ledger before it is given up
+RETRY_FOR_S = 30.0  # how long one batch waits out a locked ledger before it is given up
+GATHER_S = 0.1  # a batch is what arrived within this of its first record
 _STOP = object()
 
 
@@ -69,14 +70,21 @@ class Sink:
     # -- the writer thread -------------------------------------------------------------
     def _run(self) -> None:
         while True:
-            item = self._queue.get()
-            if item is _STOP:
+            items = [self._queue.get()]
+            time.sleep(GATHER_S)  # what a burst of small compiles hands over, in one commit
+            while True:
+                try:
+                    items.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            batch = [i for i in items if isinstance(i, dict)]
+            if batch and not self._dead:
+                self._write(batch)
+            for item in items:
+                if isinstance(item, threading.Event):
+                    item.set()  # a flush: everything before it is written (or given up)
+            if any(item is _STOP for item in items):
                 break
-            if isinstance(item, threading.Event):
-                item.set()
-                continue
-            if not self._dead:
-                self._write(item)
         if self._ledger is not None:
             self._ledger.close()
 
@@ -87,20 +95,23 @@ class Sink:
             self._ledger = open_ledger(self.db, "write")
         return self._ledger
 
-    def _write(self, record: dict) -> None:
-        from ledger.storage.writer import add_compile_record
+    def _write(self, batch: list[dict]) -> None:
+        from ledger.storage.writer import add_compile_records, measured_row
+        from probes import host
 
-        try:
-            row = finish(record)
-        except Exception as err:  # noqa: BLE001
-            warn_once("a compile was not recorded", err)
-            return
+        state = host.host_state()  # once a batch: they came within moments of each other
+        rows = []
+        for record in batch:
+            try:
+                rows.append(measured_row(finish(record, state)))
+            except Exception as err:  # noqa: BLE001
+                warn_once("a compile was not recorded", err)
         deadline = time.monotonic() + RETRY_FOR_S
         pause = 0.05
-        while True:
+        while rows:
             try:
-                add_compile_record(self._open().engine, row)
-                self.written += 1
+                add_compile_records(self._open().engine, rows)
+                self.written += len(rows)
                 return
             except Exception as err:  # noqa: BLE001 - never the program's failure
                 if _retryable(err, self._ledger is not None) and time.monotonic() < deadline:
@@ -113,16 +124,16 @@ class Sink:
                 return
 
 
-def finish(record: dict) -> dict:
-    """A hook's record made a full row: host state (sampled here, off the compile path)
-    and provenance."""
+def finish(record: dict, state: dict) -> dict:
+    """A hook's record made a full record: host state (sampled by the writer, off the
+    compile path) and provenance."""
     from ledger.record import PROBE_RECORD_FIELDS
     from probes import host
 
     rec = dict(record)
     prov = rec.pop("_provenance", {}) or {}
     fields = set(PROBE_RECORD_FIELDS)
-    for k, v in host.host_state().items():
+    for k, v in state.items():
         if k in fields and rec.get(k) is None:
             rec[k] = v
     prov.update(host.static_provenance())
