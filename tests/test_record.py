@@ -190,3 +190,29 @@ def test_recorded_under_slurm(tmp_path):
     assert len(rows) == n
     assert len({r[0] for r in rows}) == 1 and None not in {r[0] for r in rows} and None not in {r[1] for r in rows}
 
+
+
+SPAWNS = '''
+import multiprocessing as mp
+
+def work(n):
+    import jax, jax.numpy as jnp
+    return float(jax.jit(lambda v: v * n + 7)(jnp.float32(n)))
+
+if __name__ == "__main__":
+    procs = [mp.get_context("spawn").Process(target=work, args=(n,)) for n in (1, 2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    print("exit codes", [p.exitcode for p in procs])
+'''
+
+
+def test_spawned_children_are_recorded_into_the_same_run(tmp_path):
+    db = tmp_path / "ledger.db"
+    out = recorded(tmp_path, db, PY, program(tmp_path, SPAWNS, "spawns.py"))
+    assert (out.returncode, out.stdout, out.stderr) == (0, "exit codes [0, 0]\n", "")
+    rows = query(db, "SELECT function, json_extract(provenance, '$.pid'), run_id, process_index FROM compile_records")
+    assert len({r[1] for r in rows}) == 2 and len({r[2] for r in rows}) == 1 and {r[3] for r in rows} == {0}
+    assert sorted(lambda_named(r[0]) for r in rows if "lambda" in r[0]) == ["jit__lambda", "jit__lambda"]

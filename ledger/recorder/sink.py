@@ -107,14 +107,18 @@ class Sink:
             except Exception as err:  # noqa: BLE001
                 warn_once("a compile was not recorded", err)
         deadline = time.monotonic() + RETRY_FOR_S
-        pause = 0.05
+        pause, attempts = 0.05, 0
         while rows:
+            attempts += 1
             try:
                 add_compile_records(self._open().engine, rows)
                 self.written += len(rows)
                 return
             except Exception as err:  # noqa: BLE001 - never the program's failure
-                if _retryable(err, self._ledger is not None) and time.monotonic() < deadline:
+                # a new ledger that a sibling process is bringing to head at this moment
+                # (spawned workers' first compiles) fails to open once or twice: try again
+                first_open = self._ledger is None and attempts < 3
+                if (first_open or _retryable(err, self._ledger is not None)) and time.monotonic() < deadline:
                     time.sleep(pause)
                     pause = min(pause * 2, 1.0)
                     continue
