@@ -51,6 +51,14 @@ class _AfterJaxImport:
             return spec
 
         def exec_then_record(module):
+            # a loader may be shared by many modules (an editable install's): only jax's
+            # own execution is followed by the recorder, and only once
+            if getattr(module, "__name__", None) != "jax":
+                return exec_module(module)
+            try:
+                del loader.exec_module
+            except AttributeError:
+                pass
             exec_module(module)
             _ledger_start()
 
