@@ -10,7 +10,10 @@ The cache evidence (probes/evidence.py) rests on names JAX does not promise to k
   a bare ``<key>`` in 0.4.30);
 - ``jax._src.compilation_cache.reset_cache``, so that a cache configured after this
   process's first compile takes effect;
-- the names of the cache's config options and of their environment variables.
+- the names of the cache's config options and of their environment variables;
+- for `ledger record` (ledger/recorder): ``jax._src.compiler.compile_or_get_cached``,
+  wrapped; the compiled module's ``sym_name`` and text (``mlir.module_to_string``); the
+  trace and lowering duration events; the "Not writing persistent cache entry" lines.
 
 Tested on the declared floor (jax 0.4.30) and on the newest jax by ci/jax_legs.sh.
 When one of them is missing or behaves differently, nothing raises: the probe records
