@@ -33,6 +33,7 @@ def start(config: RecordConfig) -> Recorder | None:
     if not install(recorder):
         return None
     _process = (recorder, sink)
+    sink.start()
 
     def _at_exit():
         uninstall(recorder)

@@ -98,14 +98,15 @@ class Recorder:
     # -- the compile itself ------------------------------------------------------------
     def around(self, original, args, kwargs):
         """Run JAX's compile_or_get_cached, recording it when this recorder is active."""
-        if not self.active or len(args) < 2:
+        computation = args[1] if len(args) > 1 else kwargs.get("computation")
+        if not self.active or computation is None:
             return original(*args, **kwargs)
         from probes import evidence
         from probes import jax_internals as ji
 
         self.complete(None)  # a compile whose duration event never came
         try:
-            rec = self._begin(args[1])
+            rec = self._begin(computation)
             watch = evidence.CompileWatch(loggers=ji.RECORD_LOGGERS, passthrough=True)
         except Exception as err:  # noqa: BLE001
             warn_once("cannot record compiles", err)

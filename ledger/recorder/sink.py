@@ -11,6 +11,7 @@ retried, not dropped; one that cannot be written at all costs the program one li
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
@@ -40,15 +41,25 @@ class Sink:
         self._dead = False
         self._start_lock = threading.Lock()
         self.written = 0
+        self._pid = os.getpid()
 
-    def put(self, record: dict) -> None:
-        if self._dead:
-            return
+    def start(self) -> None:
+        """Start the writer thread now: its imports (SQLAlchemy, alembic, the storage
+        layer: half a second) then overlap the program's own work instead of following
+        its first compile, or its end. The database is still only opened at a record."""
+        if self._pid != os.getpid():
+            # a forked child: the parent's thread, queue and connections are not its own
+            self._queue, self._thread, self._ledger, self._pid = queue.Queue(), None, None, os.getpid()
         if self._thread is None:
             with self._start_lock:
                 if self._thread is None:
                     self._thread = threading.Thread(target=self._run, name="ledger-record", daemon=True)
                     self._thread.start()
+
+    def put(self, record: dict) -> None:
+        if self._dead:
+            return
+        self.start()
         self._queue.put(record)
 
     def flush(self, timeout: float = 60.0) -> bool:
@@ -69,6 +80,13 @@ class Sink:
 
     # -- the writer thread -------------------------------------------------------------
     def _run(self) -> None:
+        try:  # imported ahead of the first record: see start()
+            import ledger.storage.migrate
+            import ledger.storage.open
+            import ledger.storage.writer  # noqa: F401
+            import probes.host  # noqa: F401
+        except Exception:  # noqa: BLE001, S110 - the first write reports what is wrong
+            pass
         while True:
             items = [self._queue.get()]
             time.sleep(GATHER_S)  # what a burst of small compiles hands over, in one commit
