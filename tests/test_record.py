@@ -216,3 +216,31 @@ def test_spawned_children_are_recorded_into_the_same_run(tmp_path):
     rows = query(db, "SELECT function, json_extract(provenance, '$.pid'), run_id, process_index FROM compile_records")
     assert len({r[1] for r in rows}) == 2 and len({r[2] for r in rows}) == 1 and {r[3] for r in rows} == {0}
     assert sorted(lambda_named(r[0]) for r in rows if "lambda" in r[0]) == ["jit__lambda", "jit__lambda"]
+
+
+def test_0011_round_trip_keeps_probe_pins_and_drops_recorded_ones(tmp_path):
+    from ledger.storage.open import open_ledger
+    from ledger.storage.writer import add_compile_record
+
+    from .conftest import migrate
+
+    db = tmp_path / "ledger.db"
+    base = {"hardware": "local_cpu", "hostname": "node1", "jax_version": "0.10.2", "mixed_precision": False,
+            "cache_state": "warm", "cache_state_source": "measured_events", "compile_s": 0.5, "status": "ok",
+            "cache_dir": "/c", "timestamp": "2026-12-01T10:00:00", "host_load_avg_1m": 0.0, "host_cpu_count": 4}
+    with open_ledger(str(db), "write") as ledger:
+        add_compile_record(ledger.engine, {**base, "transform": "jit", "model_type": "mge", "run_id": "p"})
+        add_compile_record(ledger.engine, {**base, "transform": "recorded", "function": "jit_caustic",
+                                           "input_signature": "f32[3] -> f32[3]", "run_id": "r"})
+    assert run_cli("pins", "update", "--db", db).exit_code == 0
+    keys = [r[0] for r in query(db, "SELECT pin_key FROM pins ORDER BY id")]
+    assert keys == ['["local_cpu","node1","0.10.2",false,"warm",null,"mge",null,"jit",null,null,null,null]',
+                    ('["local_cpu","node1","0.10.2",false,"warm",null,null,null,"recorded","jit_caustic",'
+                    '"f32[3] -> f32[3]",null,null]')]
+    migrate(db, "downgrade", "0008")
+    assert query(db, "SELECT pin_key FROM pins") == [
+        ('["local_cpu","node1","0.10.2",false,"warm",null,"mge",null,"jit",null,null]',)]
+    assert query(db, "SELECT DISTINCT pin_key FROM pin_history") == query(db, "SELECT pin_key FROM pins")
+    migrate(db, "upgrade", "head")
+    assert [r[0] for r in query(db, "SELECT pin_key FROM pins")] == keys[:1]
+    assert run_cli("pins", "update", "--db", db).output.splitlines()[-1] == "2 pins: 1 new, 0 repinned, 1 unchanged"
