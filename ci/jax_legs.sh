@@ -18,7 +18,8 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DIR=${LEDGER_JAX_LEGS_DIR:-/tmp/ledger-jax-legs}
 TESTS=(tests/test_probes_cache_state.py tests/test_jax_internals.py
-       tests/test_probes_orchestrate.py tests/test_watch_probe.py tests/test_predict.py)
+       tests/test_probes_orchestrate.py tests/test_watch_probe.py tests/test_predict.py
+       tests/test_record_truth.py)
 NEWEST_PYTHON=3.12
 
 die() { echo "jax legs: $*" >&2; exit 1; }

@@ -7,6 +7,13 @@ SQLAlchemy) before a command needs it.
 DIST_NAME = "jax-compile-ledger"
 
 
+def recording(db=None, tag=None, **cell):
+    """Record every XLA compile inside a ``with`` block (ledger/recorder/boot.py)."""
+    from ledger.recorder.boot import recording as _recording
+
+    return _recording(db, tag, **cell)
+
+
 def __getattr__(name: str):
     # The version is written once, in pyproject.toml; the installed distribution's
     # metadata carries it. Looked up on first use only (importlib.metadata is not free).

@@ -81,8 +81,20 @@ PROBE_FIELDS: dict[str, type] = {
     "program_fingerprint": str,
     "provenance": str,
 }
+# Columns of a compile that `ledger record` saw in a program nobody changed (revision
+# 0011): NULL on probe rows. `function` is the computation's name as JAX gives it
+# (jit_caustic, jit__lambda); `input_signature` the argument types of its main function
+# (f32[3,4], ...), so two shapes of one function are two cells; `cache_not_persisted`
+# why a cold compile wrote no entry (NOT_PERSISTED_CAUSES); `command` the command line.
+RECORDED_FIELDS: dict[str, type] = {
+    "function": str,
+    "input_signature": str,
+    "cache_not_persisted": str,
+    "process_index": int,
+    "command": str,
+}
 # Every column of compile_records besides id and record_key, in column order.
-COMPILE_FIELDS: dict[str, type] = {**LEGACY_FIELDS, **STATE_FIELDS, **PROBE_FIELDS}
+COMPILE_FIELDS: dict[str, type] = {**LEGACY_FIELDS, **STATE_FIELDS, **PROBE_FIELDS, **RECORDED_FIELDS}
 
 # The fields a probe hands over: all of them but record_kind, which the table sets
 # ('compile'); a probe never writes a sibling record.
@@ -95,6 +107,9 @@ INSTRUMENT_COLUMNS = ("model_type", "transform", "jax_version", "tag", "timestam
 # What identifies a compile measurement: its legacy content plus, for probe rows,
 # the run and phase (a failed transform has no timings to tell it apart).
 KEY_FIELDS = (*LEGACY_FIELDS, "run_id", "phase")
+# ... and, for a recorded row only (a probe row's key is unchanged, so ledgers merge
+# across the revision), which compile of which process it was.
+RECORDED_KEY_FIELDS = ("function", "input_signature", "process_index", "cache_key")
 
 # -- the cache-state vocabulary ----------------------------------------------------
 
@@ -119,6 +134,18 @@ CACHE_STATE_SOURCES = (
 
 STATUS_OK, STATUS_FAILED = "ok", "failed"
 
+# Why a cold compile wrote no cache entry (compile_records.cache_not_persisted): under
+# jax_persistent_cache_min_compile_time_secs, under jax_persistent_cache_min_entry_size_bytes,
+# or a process other than index 0 (only process 0 writes); unknown when JAX did not say.
+NOT_PERSISTED_COMPILE_TIME = "min_compile_time"
+NOT_PERSISTED_ENTRY_SIZE = "min_entry_size"
+NOT_PERSISTED_PROCESS_INDEX = "process_index"
+NOT_PERSISTED_UNKNOWN = "unknown"
+NOT_PERSISTED_CAUSES = (NOT_PERSISTED_COMPILE_TIME, NOT_PERSISTED_ENTRY_SIZE,
+                        NOT_PERSISTED_PROCESS_INDEX, NOT_PERSISTED_UNKNOWN)
+# The transform of a recorded row: the program compiled it, no probe transform did.
+RECORDED_TRANSFORM = "recorded"
+
 # -- the comparability key -----------------------------------------------------------
 # A compile time compares only within one host key and one cell. hostname is in the
 # key because hardware alone ('local_cpu') pools a laptop with a 32-core node, and
@@ -128,7 +155,11 @@ HOST_KEY_FIELDS = ("hardware", "hostname", "jax_version", "mixed_precision", "ca
 # transform, and the batch shape the probe and a sweep's grid vary (n_batch and
 # batch_size; mixed_precision, the grid's other builder input, is in the host key).
 # Without the shape, a sweep over n_batch 4 and 8 pinned one of them and hid the other.
-CELL_FIELDS = ("dataset_class", "model_type", "instrument", "transform", "n_batch", "batch_size")
+# A recorded row's cell also holds its function and input signature (NULL on probe rows,
+# and NULL equals NULL in every key comparison: ledger/watch/keys.same_sql), so each
+# function of a program at each signature is its own cell. The shape stays last.
+CELL_FIELDS = ("dataset_class", "model_type", "instrument", "transform", "function", "input_signature",
+               "n_batch", "batch_size")
 # The cell's columns that are its batch shape, as people read them.
 SHAPE_FIELDS = ("n_batch", "batch_size")
 COMPARABILITY_KEY = (*HOST_KEY_FIELDS, *CELL_FIELDS)

@@ -25,6 +25,7 @@ from ledger.record import (
     INSTRUMENT_COLUMNS,
     KEY_FIELDS,
     LEGACY_FIELDS,
+    RECORDED_KEY_FIELDS,
     SOURCE_RECORDED,
     STATUS_FAILED,
     STATUS_OK,
@@ -149,7 +150,10 @@ def key_of_values(values: tuple) -> int:
 
 
 def compile_key(row: dict) -> int:
-    return key_of_values(tuple(map(row.get, KEY_FIELDS)))
+    recorded = tuple(map(row.get, RECORDED_KEY_FIELDS))
+    if all(v is None for v in recorded):  # a probe or legacy row: its key as before 0011
+        return key_of_values(tuple(map(row.get, KEY_FIELDS)))
+    return key_of_values((*map(row.get, KEY_FIELDS), *recorded))
 
 
 def compile_row(rec: dict, *, default_hardware: str | None = None) -> dict:

@@ -73,12 +73,16 @@ class _Capture(logging.Handler):
     def __init__(self):
         super().__init__(level=logging.DEBUG)
         self.messages: list[str] = []
+        self.forward: dict[str, tuple[int, logging.Logger]] = {}
 
     def emit(self, record):
         try:
             self.messages.append(record.getMessage())
         except Exception:  # noqa: BLE001, S110 - a malformed record must not break a compile
             pass
+        fwd = self.forward.get(record.name)
+        if fwd is not None and record.levelno >= fwd[0]:
+            fwd[1].handle(record)
 
 
 class CompileWatch:
@@ -90,12 +94,19 @@ class CompileWatch:
     not print them. Everything else (parsing, counting) happens after exit.
     """
 
+    def __init__(self, loggers=ji.LOGGERS, passthrough: bool = False):
+        # passthrough (the recorder, inside someone's program): a line the program's
+        # own logging would have shown (at or above its logger's level) still goes on
+        self.loggers, self.passthrough = loggers, passthrough
+
     def __enter__(self):
         self._handler = _Capture()
         self._saved = []
-        for name in ji.LOGGERS:
+        for name in self.loggers:
             lg = logging.getLogger(name)
             self._saved.append((lg, lg.level, lg.propagate))
+            if self.passthrough and lg.propagate and lg.parent is not None:
+                self._handler.forward[name] = (lg.getEffectiveLevel(), lg.parent)
             lg.setLevel(logging.DEBUG)
             lg.propagate = False
             lg.addHandler(self._handler)

@@ -10,7 +10,10 @@ The cache evidence (probes/evidence.py) rests on names JAX does not promise to k
   a bare ``<key>`` in 0.4.30);
 - ``jax._src.compilation_cache.reset_cache``, so that a cache configured after this
   process's first compile takes effect;
-- the names of the cache's config options and of their environment variables.
+- the names of the cache's config options and of their environment variables;
+- for `ledger record` (ledger/recorder): ``jax._src.compiler.compile_or_get_cached``,
+  wrapped; the compiled module's ``sym_name`` and text (``mlir.module_to_string``); the
+  trace and lowering duration events; the "Not writing persistent cache entry" lines.
 
 Tested on the declared floor (jax 0.4.30) and on the newest jax by ci/jax_legs.sh.
 When one of them is missing or behaves differently, nothing raises: the probe records
@@ -36,12 +39,23 @@ EV_REQUEST = "/jax/compilation_cache/compile_requests_use_cache"
 EV_HIT = "/jax/compilation_cache/cache_hits"
 EV_MISS_WRITTEN = "/jax/compilation_cache/cache_misses"  # fires only when the miss is written
 EV_BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
+# `ledger record` (ledger/recorder): the durations JAX reports before a compile
+EV_TRACE = "/jax/core/compile/jaxpr_trace_duration"  # jax 0.4.30-0.12: jax._src.dispatch
+EV_LOWER = "/jax/core/compile/jaxpr_to_mlir_module_duration"  # jax 0.4.30-0.12: jax._src.dispatch
 
 # -- loggers and their lines --------------------------------------------------------------
 CACHE_KEY_LOGGER = "jax._src.cache_key"
 COMPILER_LOGGER = "jax._src.compiler"
 LRU_CACHE_LOGGER = "jax._src.lru_cache"  # jax 0.4.30 logs the key only here
 LOGGERS = (CACHE_KEY_LOGGER, COMPILER_LOGGER, LRU_CACHE_LOGGER)
+# the recorder also reads why a miss was not written: the size check logs here
+COMPILATION_CACHE_LOGGER = "jax._src.compilation_cache"  # jax 0.4.30-0.12
+RECORD_LOGGERS = (*LOGGERS, COMPILATION_CACHE_LOGGER)
+# "Not writing persistent cache entry ..." (jax._src.compiler._cache_write and
+# jax._src.compilation_cache.put_executable_and_time, jax 0.4.30-0.12)
+_NOT_WRITTEN = (("process_id != 0", "process_index"),
+                ("because it took <", "min_compile_time"),
+                ("since its size", "min_entry_size"))
 
 _COMPONENT_RE = re.compile(r"get_cache_key hash of serialized (.+?): ([0-9a-f]+)$")
 _CUMULATIVE_RE = re.compile(r"get_cache_key hash after serializing (.+?): ([0-9a-f]+)$")
@@ -310,8 +324,97 @@ def entry_name(key: str) -> str | None:
     return None if suffix is None else f"{key}{suffix}"
 
 
-def process_index() -> int:
-    """This process's index: JAX reads and writes the persistent cache from process 0."""
-    import jax
+def not_persisted_cause(messages: list[str]) -> str | None:
+    """Why JAX wrote no entry for a miss, from its "Not writing" lines (the causes of
+    ledger.record.NOT_PERSISTED_CAUSES), or None when it said nothing."""
+    for m in messages:
+        if m.startswith("Not writing") or "Not writing" in m:
+            for needle, cause in _NOT_WRITTEN:
+                if needle in m:
+                    return cause
+    return None
 
-    return int(jax.process_index())
+
+# -- the compile path, for `ledger record` -------------------------------------------------
+# jax 0.4.30-0.12: jax._src.compiler.compile_or_get_cached(backend, computation, ...) is
+# the one call every XLA compile goes through (pxla calls it as compiler.<name>, so a
+# wrapper on the module attribute sees them all), inside the window of the
+# backend_compile_duration event. Its computation is an MLIR module whose sym_name is
+# the name JAX gives the computation (jit_f), the prefix of its cache key.
+COMPILER_MODULE, COMPILE_FN = "jax._src.compiler", "compile_or_get_cached"
+NO_RECORDING = "nothing recorded"
+
+
+def wrap_compile(make_wrapper) -> bool:
+    """Replace compile_or_get_cached by make_wrapper(original); False (noted) if gone."""
+    compiler = _internal(COMPILER_MODULE, None, NO_RECORDING)
+    original = getattr(compiler, COMPILE_FN, None) if compiler is not None else None
+    if original is None:
+        note(f"{COMPILER_MODULE}.{COMPILE_FN} is gone", NO_RECORDING)
+        return False
+    if getattr(original, "__ledger_original__", None) is None:
+        wrapper = make_wrapper(original)
+        wrapper.__ledger_original__ = original
+        setattr(compiler, COMPILE_FN, wrapper)
+    return True
+
+
+def module_name(computation) -> str | None:
+    """The computation's name as JAX gives it (its sym_name), or None (noted)."""
+    try:
+        from jax._src.lib.mlir import ir
+
+        return ir.StringAttr(computation.operation.attributes["sym_name"]).value
+    except Exception as err:  # noqa: BLE001 - moved: the row keeps the rest
+        note(f"the compiled module's sym_name cannot be read ({type(err).__name__})", "function not recorded")
+        return None
+
+
+def module_text(computation) -> str | None:
+    """The module as text, without debug info (as ``Lowered.as_text()`` gives it)."""
+    to_string = _internal("jax._src.interpreters.mlir", "module_to_string",
+                          "input_signature and program_fingerprint not recorded")
+    if to_string is None:
+        return None
+    try:
+        return to_string(computation)
+    except Exception as err:  # noqa: BLE001
+        note(f"module_to_string raised {type(err).__name__}", "input_signature and program_fingerprint not recorded")
+        return None
+
+
+_MAIN_RE = re.compile(r"func\.func public @main\((.*)$", re.MULTILINE)
+_TYPE_RE = re.compile(r"tensor<([^>]*)>|![\w.]+")
+_ARGS_RE = re.compile(r"%arg\d+: (tensor<[^>]*>|![\w.]+)")
+
+
+def _type_text(raw: str) -> str:
+    # "tensor<3x4xf32>" -> "f32[3,4]"; "tensor<f32>" -> "f32[]"; a token type as it is
+    if not raw.startswith("tensor<"):
+        return raw
+    *dims, dtype = raw[len("tensor<"):-1].split("x")
+    return f"{dtype}[{','.join(dims)}]"
+
+
+def input_signature(text: str | None) -> str | None:
+    """The main function's argument types and, after ``->``, its result types:
+    ``f32[3,4], i32[] -> f32[3]``. Static arguments are folded into the program, so
+    the results are where most of them show (a broadcast to shape (3,) or to (5,))."""
+    if not text or not (m := _MAIN_RE.search(text)):
+        return None
+    line = m.group(1)
+    head, _, results = line.partition(") -> ")
+    args = ", ".join(_type_text(t) for t in _ARGS_RE.findall(head))
+    outs = ", ".join(_type_text(t.group(0)) for t in _TYPE_RE.finditer(results))
+    return f"{args} -> {outs}".lstrip() if outs else args
+
+
+def process_index() -> int | None:
+    """This process's index (JAX reads and writes the persistent cache from process 0),
+    or None where the backend cannot say."""
+    try:
+        import jax
+
+        return int(jax.process_index())
+    except Exception:  # noqa: BLE001 - public API; a backend that cannot say
+        return None

@@ -76,8 +76,8 @@ def caveats(cache_dir: str) -> list[str]:
     if max_size not in (None, -1):
         out.append(f"jax_compilation_cache_max_size is {max_size}: eviction may remove an entry "
                    "before the run reads it")
-    if ji.process_index() != 0:
-        out.append(f"process index {ji.process_index()}: only process 0 reads the persistent cache")
+    if (index := ji.process_index()) not in (0, None):
+        out.append(f"process index {index}: only process 0 reads the persistent cache")
     return out
 
 

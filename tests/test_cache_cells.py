@@ -260,3 +260,18 @@ def test_a_repin_or_other_options_judge_every_row_again(tmp_path):
     # the same options as run 2, but the 2.8 s row is older than the new pin: not judged
     assert run_cli("check", "--tolerance", "1.1", "--db", db).output == (
         "check run 3 (tolerance 1.1x): 0 ok, 0 regression, 0 inconclusive, 0 went-cold\n")
+
+
+def test_a_table_rebuilt_without_its_triggers_is_folded_from_scratch(tmp_path):
+    db = tmp_path / "ledger.db"
+    add(db, tmp_path, rec(), rec(cache_state="cold", compile_s=9.0, timestamp="2026-07-02T10:00:00"))
+    assert _check(db).startswith("went-cold ")
+    # what a migration's batch mode does on SQLite: the table copied into a new one, bare
+    assert run_cli("db", "downgrade", "0010", "--db", db).exit_code == 0
+    assert query(db, "SELECT name FROM sqlite_master WHERE type = 'trigger'") == []
+    con = sqlite3.connect(db)
+    with con:  # written while nothing watched
+        con.execute("DELETE FROM compile_records WHERE cache_state = 'cold'")
+    con.close()
+    assert run_cli("db", "upgrade", "--db", db).exit_code == 0
+    assert _check(db) == "check run 2 (tolerance 1.5x): 0 ok, 0 regression, 0 inconclusive, 0 went-cold\n"

@@ -181,9 +181,10 @@ def test_pins_list(db, tmp_path):
     assert table.exit_code == 0
     header, _, line = table.output.splitlines()
     assert header.split() == ["id", "hardware", "hostname", "jax_version", "mixed_precision", "dataset_class", "model_type",
-                              "instrument", "transform", "n_batch", "batch_size", "compile_s", "row_id", "tag",
-                              "timestamp", "pinned_at",
+                              "instrument", "transform", "function", "input_signature", "n_batch", "batch_size",
+                              "compile_s", "row_id", "tag", "timestamp", "pinned_at",
                               "loaded_host"]
+    # a probe row's function and input_signature are NULL: blank
     assert line.split()[:14] == ["1", "local_cpu", "node1", "0.10.2", "False", "imaging", "mge", "hst", "jit", "1", "1",
                                  "2.5", str(row), "t"]
     (doc,) = json.loads(run_cli("pins", "list", "--json", "--db", db).output)

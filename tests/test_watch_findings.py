@@ -215,9 +215,13 @@ def test_0008_splits_existing_pins_by_their_source_rows_shape(db, tmp_path):
     migrate(db, "downgrade", "0007")  # as a 0007 ledger had it: one pin for both shapes
     assert query(db, "SELECT row_id, pin_key FROM pins") == [
         (four, '["local_cpu","node1","0.10.2",false,"warm","imaging","mge","hst","vmap_vag"]')]
-    migrate(db, "upgrade", "head")
+    migrate(db, "upgrade", "0008")
     assert query(db, "SELECT row_id, n_batch, batch_size, pin_key FROM pins") == [
         (four, 4, 2, '["local_cpu","node1","0.10.2",false,"warm","imaging","mge","hst","vmap_vag",4,2]')]
+    assert query(db, "SELECT DISTINCT pin_key FROM pin_history") == query(db, "SELECT pin_key FROM pins")
+    migrate(db, "upgrade", "head")  # 0011: the cell gains function and input_signature, NULL here
+    assert query(db, "SELECT pin_key FROM pins") == [
+        ('["local_cpu","node1","0.10.2",false,"warm","imaging","mge","hst","vmap_vag",null,null,4,2]',)]
     assert query(db, "SELECT DISTINCT pin_key FROM pin_history") == query(db, "SELECT pin_key FROM pins")
     assert ledger("pins", "update", "--db", db).stdout.splitlines()[-1] == "2 pins: 1 new, 0 repinned, 1 unchanged"
     assert query(db, "SELECT row_id FROM pins ORDER BY id") == [(four,), (eight,)]

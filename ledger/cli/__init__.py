@@ -72,7 +72,7 @@ def _root(
     ctx.meta[_TRACEBACK] = traceback
 
 
-from ledger.cli import db, legacy, merge, pins, predict, probe, report, sql, sweep, watch
+from ledger.cli import db, legacy, merge, pins, predict, probe, record, report, sql, sweep, watch
 
 app.command("import")(legacy.import_cmd)
 app.command("export")(legacy.export_cmd)
@@ -81,6 +81,7 @@ app.command("sql")(sql.sql_cmd)
 app.command("probe")(probe.probe_cmd)
 app.command("objectives")(probe.objectives_cmd)
 app.command("predict")(predict.predict_cmd)
+app.command("record", context_settings={"allow_interspersed_args": False})(record.record_cmd)
 app.add_typer(db.app, name="db")
 app.add_typer(pins.app, name="pins")
 app.add_typer(sweep.app, name="sweep")

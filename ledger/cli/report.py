@@ -25,7 +25,7 @@ def report_cmd(
     db: DbOpt = None,
 ) -> None:
     """Markdown report: one table per host key (hardware, hostname, jax, precision), never ranked across keys."""
-    from ledger.report import lines, predictions, text
+    from ledger.report import lines, predictions, recorded, text
     from ledger.storage.open import open_ledger
 
     if check and update is None:
@@ -36,7 +36,7 @@ def report_cmd(
             _write_html(ledger.engine, html, filters)
         if update is None and html is not None:
             return  # who asked for a file wants to hear what was written, not the report again
-        report = text.markdown(lines.build(ledger.engine, filters))
+        report = text.markdown(lines.build(ledger.engine, filters), recorded.build(ledger.engine, filters))
         if update is None:  # how often `ledger predict` held: on stdout, not in a README block
             report += predictions.markdown(ledger.engine, hostname)
     if update is None:

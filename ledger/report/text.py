@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from ledger.record import SHAPE_FIELDS
+from ledger.record import CELL_FIELDS, SHAPE_FIELDS
 from ledger.report.lines import Line, group_by_host
 
 LOADED_MARK = "†"
@@ -31,6 +31,9 @@ def cell_title(ln: Line) -> str:
     """dataset_class / model_type / instrument: the cell a line belongs to, with its
     batch shape where the table holds more than one."""
     title = " / ".join(show(v) for v in ln.cell[:3])
+    function, signature = (ln.cell[CELL_FIELDS.index(f)] for f in ("function", "input_signature"))
+    if function is not None:  # a recorded compile: its cell is the function at a signature
+        title += f" {function}({show(signature)})"
     if ln.show_shape:
         title += " (" + ", ".join(f"{f} {show(v)}" for f, v in zip(SHAPE_FIELDS, ln.shape)) + ")"
     return title
@@ -71,8 +74,9 @@ def _md_escape(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def markdown(lines: list[Line]) -> str:
-    """The whole report as markdown: a heading and a table per host key."""
+def markdown(lines: list[Line], programs: list | None = None) -> str:
+    """The whole report as markdown: a heading and a table per host key, then one per
+    recorded program (ledger/report/recorded.py)."""
     out = [INTRO, ""]
     if not lines:
         return "\n".join([*out, "No warm or cold compile rows."]) + "\n"
@@ -83,4 +87,24 @@ def markdown(lines: list[Line]) -> str:
         if any(ln.loaded for ln in group):
             out += ["", LOADED_NOTE]
         out.append("")
+    for program in programs or ():
+        out += recorded_program(program)
     return "\n".join(out)
+
+
+PROGRAM_COLUMNS = ("function", "compiles", "signatures", "compile s", "share", "warm", "cache removed s")
+
+
+def recorded_program(p) -> list[str]:
+    """Where one recorded program's compile time went in its newest run."""
+    total = p.compile_s
+    out = [f"### recorded: `{_md_escape(p.command)}`", "",
+           (f"Run {p.run_id[:12]} on {show(p.hostname)}, {when(p.timestamp)}: {significant(total)} s of compiles;"
+            f" the cache removed {significant(p.removed_s)} s (each warm compile against its cell's cold one)."), "",
+           "| " + " | ".join(PROGRAM_COLUMNS) + " |",
+           "|---|---:|---:|---:|---:|---:|---:|"]
+    for f in p.functions:
+        share = f"{100 * f.compile_s / total:.0f}%" if total > 0 else "-"
+        out.append(f"| {_md_escape(f.function)} | {f.compiles} | {len(f.signatures)} | {significant(f.compile_s)}"
+                   f" | {share} | {f.warm} | {significant(f.removed_s)} |")
+    return [*out, ""]

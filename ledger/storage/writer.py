@@ -17,6 +17,21 @@ from ledger.storage.models import compile_records
 
 def add_compile_record(engine: Engine, record: dict) -> int:
     """Insert one probe record (validated like an imported one); returns its id."""
+    row = measured_row(record)
+    with engine.begin() as conn:
+        return conn.execute(insert(compile_records).values(**row)).inserted_primary_key[0]
+
+
+def add_compile_records(engine: Engine, rows: list[dict]) -> None:
+    """Insert rows made by measured_row() in one transaction: `ledger record` commits
+    what arrived together at once (a commit per row cost its programs ~10 ms a compile)."""
+    names = sorted(set().union(*rows)) if rows else []
+    with engine.begin() as conn:
+        conn.execute(insert(compile_records), [{n: r.get(n) for n in names} for r in rows])
+
+
+def measured_row(record: dict) -> dict:
+    """A measured record (a probe's, a recorded compile's) checked and made a row."""
     if record.get("cache_state") is None:
         # A probe states what it measured. No state means nothing was compiled (the
         # transform failed first): unknown, and never the legacy tag rule, which
@@ -26,5 +41,4 @@ def add_compile_record(engine: Engine, record: dict) -> int:
         row = compile_row(record)
     except RecordError as exc:
         raise LedgerError(f"probe produced an invalid record for {record.get('transform')!r}: {exc}") from None
-    with engine.begin() as conn:
-        return conn.execute(insert(compile_records).values(**row)).inserted_primary_key[0]
+    return row

@@ -32,7 +32,7 @@ _ID_PAD = 10**12  # ids as fixed-width text, so "timestamp|id" sorts as (timesta
 # Grouping order: the columns that tell cells apart first, so the sort's comparisons
 # stop early (a third faster on a million rows than the key's own order).
 _GROUP_ORDER = ("transform", "model_type", "hostname", "cache_dir", "dataset_class", "instrument", "hardware",
-                "jax_version", "mixed_precision", "n_batch", "batch_size")
+                "jax_version", "mixed_precision", "function", "input_signature", "n_batch", "batch_size")
 assert sorted(_GROUP_ORDER) == sorted(CACHE_CELL)
 _FIELDS = json.dumps(CACHE_CELL)
 
@@ -119,7 +119,7 @@ def fold(conn) -> Folded:
         conn.exec_driver_sql("LOCK TABLE compile_records IN SHARE MODE")
     state = conn.execute(sa.select(cache_cells_state.c.upto, cache_cells_state.c.cell_fields)
                          .where(cache_cells_state.c.id == 1)).first()
-    upto = state.upto if state is not None and state.cell_fields == _FIELDS else 0
+    upto = state.upto if state is not None and state.cell_fields == _FIELDS and _armed(conn) else 0
     top = conn.execute(sa.text("SELECT MAX(id) FROM compile_records")).scalar() or 0
     if upto == 0:
         conn.execute(sa.delete(cache_cells))
@@ -142,16 +142,28 @@ def fold(conn) -> Folded:
 
 
 _RESET = "UPDATE cache_cells_state SET upto = 0 WHERE id = 1"
+_TRIGGERS = ("cache_cells_on_insert", "cache_cells_on_update", "cache_cells_on_delete")
+
+
+def _armed(conn) -> bool:
+    """Whether every trigger is on compile_records. A SQLite migration that rebuilds the
+    table (alembic's batch mode copies it into a new one) leaves it bare, and what was
+    written then went unseen: the fold must rebuild."""
+    if conn.dialect.name != "sqlite":
+        return True
+    found = {r[0] for r in conn.exec_driver_sql(
+        "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'compile_records'")}
+    return found >= set(_TRIGGERS)
 
 
 def _arm_sqlite_triggers(conn, upto: int) -> None:
     """The SQLite triggers (revision 0009) with `upto` written into their conditions: a
     comparison per imported row, not a query. PostgreSQL's statement triggers read it."""
     n = int(upto)
-    for name, when in (("cache_cells_on_insert", f"AFTER INSERT ON compile_records WHEN NEW.id <= {n}"),
-                       ("cache_cells_on_update",
-                        f"AFTER UPDATE ON compile_records WHEN OLD.id <= {n} OR NEW.id <= {n}"),
-                       ("cache_cells_on_delete", f"AFTER DELETE ON compile_records WHEN OLD.id <= {n}")):
+    whens = (f"AFTER INSERT ON compile_records WHEN NEW.id <= {n}",
+             f"AFTER UPDATE ON compile_records WHEN OLD.id <= {n} OR NEW.id <= {n}",
+             f"AFTER DELETE ON compile_records WHEN OLD.id <= {n}")
+    for name, when in zip(_TRIGGERS, whens, strict=True):
         conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}")
         conn.exec_driver_sql(f"CREATE TRIGGER {name} {when} BEGIN {_RESET}; END")
 

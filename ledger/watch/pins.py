@@ -85,7 +85,9 @@ def describe_key(row) -> str:
     cell = "/".join(str(row[f]) if row[f] is not None else "-" for f in ("dataset_class", "model_type", "instrument"))
     # the batch shape is part of the cell: two shapes are two keys, and must read so
     shape = [f"{f} {row.get(f)}" for f in SHAPE_FIELDS if row.get(f) is not None]
-    return f"{host} {cell} {row['transform']}" + (f" ({', '.join(shape)})" if shape else "")
+    # a recorded compile's cell is its function at an input signature
+    function = f" {row.get('function')}({row.get('input_signature')})" if row.get("function") is not None else ""
+    return f"{host} {cell} {row['transform']}{function}" + (f" ({', '.join(shape)})" if shape else "")
 
 
 @dataclass

@@ -1,0 +1,265 @@
+"""The compile hook: each XLA compile of the program becomes one record.
+
+JAX's compile path is wrapped at ``compile_or_get_cached`` (probes/jax_internals.py),
+which every XLA compile goes through: the module it compiles names the function and
+carries its input signature, and around it the probe's own evidence (probes/evidence.py)
+reads JAX's cache events and key lines. The durations come from JAX's own events: the
+trace and lowering that precede the compile, and ``backend_compile_duration``, which
+JAX fires just after the call returns, so a record is handed on at that event (or at
+the next compile, or at the end, if it never comes).
+
+Nothing here may fail the program: a recorder error is one line on stderr, once, and
+the compile goes on unrecorded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import threading
+import time
+
+from ledger.record import (
+    COLD,
+    NONE,
+    NOT_PERSISTED_PROCESS_INDEX,
+    NOT_PERSISTED_UNKNOWN,
+    RECORDED_TRANSFORM,
+    SOURCE_EMPTY_CACHE_DIR,
+    SOURCE_MEASURED_EVENTS,
+    STATUS_OK,
+    blank_record,
+)
+from ledger.recorder.config import RecordConfig
+
+_failed: set[str] = set()
+
+
+def warn_once(what: str, err: BaseException | None = None) -> None:
+    """The one line a recorder failure gets on stderr; the program goes on."""
+    line = f"ledger record: {what}" + (f": {type(err).__name__}: {err}" if err is not None else "")
+    if line not in _failed:
+        _failed.add(line)
+        print(line.splitlines()[0][:300], file=sys.stderr, flush=True)
+
+
+class Recorder:
+    """One process's recording: hands each compile's record to ``put``."""
+
+    def __init__(self, config: RecordConfig, put):
+        self.config, self.put = config, put
+        self.active = True
+        self._lock = threading.Lock()
+        self._trace_s = self._lower_s = 0.0  # JAX's durations since the last compile
+        self._pending: dict | None = None  # compiled, waiting for backend_compile_duration
+        self._static: dict | None = None
+        self._process_index: int | None = None
+        self._known_entries: dict[str, int] = {}  # cache dir -> entries, counted once
+
+    def _entries(self, cache_dir: str | None) -> int | None:
+        """Entries in the cache dir before a compile: counted at this process's first
+        compile into it, then kept by JAX's written-miss events (a count per compile
+        cost a program of many small compiles a scan each, of a dir that grows)."""
+        from probes import evidence
+
+        if not cache_dir or not evidence._Events.listening or cache_dir not in self._known_entries:
+            n = evidence.count_cache_entries(cache_dir)
+            if cache_dir and n is not None and evidence._Events.listening:
+                self._known_entries[cache_dir] = n
+            return n
+        return self._known_entries[cache_dir]
+
+    # -- jax.monitoring ----------------------------------------------------------------
+    def on_duration(self, event, duration, **kwargs):
+        from probes import jax_internals as ji
+
+        if event == ji.EV_TRACE:
+            self._trace_s += float(duration)
+        elif event == ji.EV_LOWER:
+            self._lower_s += float(duration)
+        elif event == ji.EV_BACKEND_COMPILE:
+            self.complete(float(duration))
+
+    def complete(self, backend_s: float | None) -> None:
+        """Hand on the pending record, with JAX's backend compile duration if it came."""
+        with self._lock:
+            rec, self._pending = self._pending, None
+        if rec is None:
+            return
+        try:
+            wall = rec.pop("_wall_s")
+            rec["compile_s"] = backend_s if backend_s is not None else wall
+            rec["backend_compile_s"] = backend_s
+            self.put(rec)
+        except Exception as err:  # noqa: BLE001 - never the program's failure
+            warn_once("a compile was not recorded", err)
+
+    # -- the compile itself ------------------------------------------------------------
+    def around(self, original, args, kwargs):
+        """Run JAX's compile_or_get_cached, recording it when this recorder is active."""
+        computation = args[1] if len(args) > 1 else kwargs.get("computation")
+        if not self.active or computation is None:
+            return original(*args, **kwargs)
+        from probes import evidence
+        from probes import jax_internals as ji
+
+        self.complete(None)  # a compile whose duration event never came
+        try:
+            rec = self._begin(computation)
+            watch = evidence.CompileWatch(loggers=ji.RECORD_LOGGERS, passthrough=True)
+        except Exception as err:  # noqa: BLE001
+            warn_once("cannot record compiles", err)
+            return original(*args, **kwargs)
+        with watch:
+            t0 = time.perf_counter()
+            out = original(*args, **kwargs)
+            wall = time.perf_counter() - t0
+        try:
+            self._after(rec, watch, wall)
+            with self._lock:
+                self._pending = rec
+        except Exception as err:  # noqa: BLE001
+            warn_once("a compile was not recorded", err)
+        return out
+
+    def _begin(self, computation) -> dict:
+        from probes import jax_internals as ji
+
+        rec = blank_record()
+        rec.update(self.static_fields())
+        text = ji.module_text(computation)
+        cache_dir = ji.option(ji.OPT_CACHE_DIR) or None
+        rec.update({
+            "function": ji.module_name(computation),
+            "input_signature": ji.input_signature(text),
+            "program_fingerprint": hashlib.sha256(text.encode()).hexdigest() if text else None,
+            "trace_s": self._trace_s + self._lower_s,
+            "cache_dir": str(cache_dir) if cache_dir else None,
+            "cache_files_before": self._entries(cache_dir),
+            "cache_min_compile_time_s": _num(float, ji.option(ji.OPT_MIN_COMPILE_TIME)),
+            "cache_min_entry_size_bytes": _num(int, ji.option(ji.OPT_MIN_ENTRY_SIZE)),
+            "jax_cache_settings": _dumps(ji.cache_settings()),
+            "xla_flags": os.environ.get("XLA_FLAGS"),
+            "timestamp": _local_timestamp(),
+            "_prov": {"jaxpr_trace_s": self._trace_s, "lower_s": self._lower_s},
+        })
+        self._trace_s = self._lower_s = 0.0
+        return rec
+
+    def _after(self, rec: dict, watch, wall: float) -> None:
+        from probes import evidence
+        from probes import jax_internals as ji
+
+        s = watch.summary()
+        for k in ("cache_requests", "cache_hits", "cache_misses", "cache_key", "cache_key_components"):
+            rec[k] = s[k]
+        cache_dir = rec["cache_dir"]
+        if cache_dir in self._known_entries and s["cache_misses"]:
+            self._known_entries[cache_dir] += s["cache_misses"]
+        if self._process_index is None:
+            self._process_index = ji.process_index()
+        rec["process_index"] = self._process_index
+        if not cache_dir:
+            rec["cache_state"], rec["cache_state_source"] = NONE, SOURCE_EMPTY_CACHE_DIR
+        elif s["cache_requests"] == 0:
+            # JAX listened, and this compile never asked the cache (disabled, or a
+            # backend without it): no cache was in play, whatever the dir holds
+            rec["cache_state"], rec["cache_state_source"] = NONE, SOURCE_MEASURED_EVENTS
+        else:
+            after = evidence.count_cache_entries(cache_dir) if s["cache_requests"] is None else None
+            rec["cache_files_after"] = after
+            rec["cache_state"], rec["cache_state_source"] = evidence.decide_cache_state(
+                cache_dir, s["cache_requests"], s["cache_hits"], s["cache_misses"],
+                rec["cache_files_before"], after)
+            if rec["cache_state"] == COLD and s["cache_misses"] == 0:
+                cause = ji.not_persisted_cause(watch.messages)
+                if cause is None and (self._process_index or 0) != 0:
+                    cause = NOT_PERSISTED_PROCESS_INDEX
+                rec["cache_not_persisted"] = cause or NOT_PERSISTED_UNKNOWN
+        prov = rec.pop("_prov")
+        prov["xla_flags_in_cache_key"] = s["xla_flags_in_key"]
+        prov["compile_or_get_cached_s"] = wall
+        if ji.notes():
+            prov["jax_internals"] = ji.notes()
+        rec["_provenance"] = prov
+        rec["_wall_s"] = wall
+
+    def static_fields(self) -> dict:
+        """What every record of this process shares, read once (jax is initialised by
+        the time it compiles)."""
+        if self._static is None:
+            from probes import host
+
+            env = host.jax_environment()
+            cfg = self.config
+            self._static = {
+                "transform": RECORDED_TRANSFORM, "status": STATUS_OK, "mixed_precision": False,
+                **{k: env[k] for k in ("hardware", "jax_version", "jaxlib_version", "backend", "device_kind")},
+                **{k: cfg.cell.get(k) for k in ("dataset_class", "model_type", "instrument")},
+                "tag": cfg.tag, "run_id": cfg.run_id, "command": cfg.command,
+                "objective": "record",
+            }
+        return dict(self._static)
+
+
+def _num(kind, value):
+    return None if value is None else kind(value)
+
+
+def _dumps(obj) -> str:
+    import json
+
+    return json.dumps(obj, sort_keys=True, default=str)
+
+
+def _local_timestamp() -> str:
+    import datetime as dt
+
+    return dt.datetime.now().replace(microsecond=0).isoformat()
+
+
+# -- one hook per process ----------------------------------------------------------------
+_current: Recorder | None = None
+_installed = False
+
+
+def install(recorder: Recorder) -> bool:
+    """Make ``recorder`` the one that sees this process's compiles; False if JAX's
+    compile path or its events cannot be reached (the line is on stderr)."""
+    global _current, _installed
+    from probes import evidence
+    from probes import jax_internals as ji
+
+    _current = recorder
+    if _installed:
+        return True
+
+    def make_wrapper(original):
+        def compile_or_get_cached(*args, **kwargs):
+            rec = _current
+            if rec is None:
+                return original(*args, **kwargs)
+            return rec.around(original, args, kwargs)
+
+        return compile_or_get_cached
+
+    if not ji.wrap_compile(make_wrapper):
+        warn_once(ji.notes()[-1] if ji.notes() else "JAX's compile path moved; nothing recorded")
+        return False
+    evidence.install_listeners()
+    register = ji._internal("jax.monitoring", "register_event_duration_secs_listener",
+                            "trace_s and compile_s from the recorder's own clock")
+    if register is not None:
+        register(lambda event, duration, **kw: _current is not None and _current.on_duration(event, duration, **kw))
+    _installed = True
+    return True
+
+
+def uninstall(recorder: Recorder) -> None:
+    """Stop ``recorder`` (the wrapper stays, passing compiles straight through)."""
+    global _current
+    recorder.complete(None)
+    recorder.active = False
+    if _current is recorder:
+        _current = None

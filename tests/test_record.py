@@ -1,0 +1,246 @@
+"""`ledger record`: the program runs as itself (output, exit code, signals, stdin), keeps
+its rows through SIGKILL and a locked ledger, is not broken by the recorder, and a
+Python that never imports jax gets nothing at all. Into PostgreSQL, under SLURM, and
+in-process with `ledger.recording()`. The truth of the rows: tests/test_record_truth.py."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from .conftest import query, run_cli
+from .test_record_truth import OUTPUT, lambda_named, oracle, program, recorded
+
+PY = sys.executable
+
+# Three compiles it names, then it says so and waits to be killed.
+WAITS = '''
+import sys, time
+import jax, jax.numpy as jnp
+seen = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda ev, d, **kw: seen.append(d) if ev == "/jax/core/compile/backend_compile_duration" else None)
+for n in (1, 2, 3):
+    jax.jit(lambda v: v * n)(jnp.float32(n)).block_until_ready()
+print("compiled", len(seen), flush=True)
+time.sleep(600)
+'''
+
+
+def test_a_program_that_never_imports_jax_gets_nothing(tmp_path):
+    prog = program(tmp_path, "import sys\nprint('plain', sys.argv[1:], sys.stdin.read())\n", "plain.py")
+    out = recorded(tmp_path, tmp_path / "ledger.db", PY, prog, "a b", "--x", input="from stdin")
+    assert (out.returncode, out.stdout, out.stderr) == (0, "plain ['a b', '--x'] from stdin\n", "")
+    assert not (tmp_path / "ledger.db").exists()
+
+
+def test_exit_codes_and_signal_deaths_are_the_commands_own(tmp_path):
+    die = program(tmp_path, "import os, signal, jax\njax.numpy.zeros(2)\nos.kill(os.getpid(), signal.SIGTERM)\n",
+                  "die.py")
+    out = recorded(tmp_path, tmp_path / "ledger.db", PY, die)
+    assert (out.returncode, out.stdout, out.stderr) == (-signal.SIGTERM, "", "")
+    fail = program(tmp_path, "import sys, jax\njax.numpy.zeros(2)\nsys.exit('bad input')\n", "fail.py")
+    out = recorded(tmp_path, tmp_path / "ledger.db", PY, fail)
+    assert (out.returncode, out.stdout, out.stderr) == (1, "", "bad input\n")
+    # the compiles before the death and before the failure were kept
+    assert query(tmp_path / "ledger.db", "SELECT count(*) FROM compile_records") == [(2,)]
+
+
+def test_sigkill_keeps_every_finished_compile(tmp_path):
+    prog, db = program(tmp_path, WAITS, "waits.py"), tmp_path / "ledger.db"
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    from .case_kinds import LEDGER
+
+    proc = subprocess.Popen([str(LEDGER), "record", "--db", str(db), "--", PY, str(prog)], stdout=subprocess.PIPE,
+                            text=True, env=env, cwd=tmp_path)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("compiled ")
+        time.sleep(1.0)  # the bound: each row committed within a second of its compile
+        proc.kill()  # the ledger exec'd the program: this is the program
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    n = int(line.split()[1])
+    assert query(db, "SELECT count(*) FROM compile_records") == [(n,)]
+    assert [lambda_named(r[0]) for r in query(db, "SELECT function FROM compile_records")].count("jit__lambda") == 3
+
+
+def test_the_programs_own_sitecustomize_still_runs(tmp_path):
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "sitecustomize.py").write_text("import os\nos.environ['OWN_SITE'] = 'ran'\n")
+    prog = program(tmp_path, "import os, jax\njax.numpy.ones(3)\nprint(os.environ.get('OWN_SITE'))\n", "own.py")
+    out = recorded(tmp_path, tmp_path / "ledger.db", PY, prog, env={"PYTHONPATH": str(own)})
+    assert (out.returncode, out.stdout, out.stderr) == (0, "ran\n", "")
+    assert query(tmp_path / "ledger.db", "SELECT count(*) > 0 FROM compile_records") == [(1,)]
+
+
+def test_a_ledger_that_cannot_be_written_costs_one_line_not_the_program(tmp_path):
+    prog = program(tmp_path)
+    out = recorded(tmp_path, "postgresql+psycopg://nobody@127.0.0.1:1/none", PY, prog)
+    assert out.returncode == 0 and out.stdout.splitlines()[:-1] == OUTPUT
+    assert len(out.stderr.splitlines()) == 1
+    assert out.stderr.startswith("ledger record: cannot write to the ledger postgresql+psycopg://nobody@127.0.0.1:1/none")
+
+
+def test_a_briefly_locked_ledger_loses_no_row(tmp_path):
+    db = tmp_path / "ledger.db"
+    assert run_cli("db", "upgrade", "--db", db).exit_code == 0
+    con = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    con.execute("BEGIN EXCLUSIVE")  # no writer gets in until it is released
+    release = threading.Timer(8.0, lambda: con.execute("COMMIT"))
+    release.start()
+    try:
+        out = recorded(tmp_path, db, PY, program(tmp_path), env={"LEDGER_BUSY_TIMEOUT": "0.5"})
+    finally:
+        release.join()
+        con.close()
+    assert (out.returncode, out.stderr) == (0, "")
+    n, _ = oracle(out.stdout)
+    assert query(db, "SELECT count(*) FROM compile_records") == [(n,)]
+
+
+def test_a_refused_ledger_is_refused_before_the_command_runs(tmp_path):
+    (tmp_path / "not-a-ledger.db").write_text("hello")
+    out = recorded(tmp_path, tmp_path / "not-a-ledger.db", PY, "-c", "print('ran')")
+    assert (out.returncode, out.stdout) == (1, "")
+    assert out.stderr.startswith("error: cannot open ")
+    out = recorded(tmp_path, tmp_path / "l.db", "no-such-command-here")
+    assert (out.returncode, out.stdout, out.stderr) == (1, "", "error: command not found: no-such-command-here\n")
+
+
+def test_recording_in_process(tmp_path, monkeypatch):
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")
+    import jax
+    import jax.numpy as jnp
+
+    import ledger
+
+    db = tmp_path / "nb.db"
+    with ledger.recording(db=str(db), tag="notebook", model_type="nb") as rec:
+        jax.jit(lambda v: jnp.tanh(v) * 3.25)(jnp.ones(7))
+    jax.jit(lambda v: jnp.tanh(v) * 4.5)(jnp.ones(7))  # after the block: not recorded
+    rows = query(db, "SELECT function, input_signature, tag, model_type, run_id, transform FROM compile_records"
+                     " WHERE input_signature = 'f32[7] -> f32[7]'")
+    assert [(lambda_named(r[0]), *r[1:]) for r in rows] == [
+        ("jit__lambda", "f32[7] -> f32[7]", "notebook", "nb", rec.config.run_id, "recorded")]
+
+
+def test_recorded_rows_flow_through_pins_check_explain_and_report(tmp_path):
+    prog, db = program(tmp_path), tmp_path / "ledger.db"
+    for tag in ("cold", "warm"):
+        assert recorded(tmp_path, db, PY, prog, record_args=("--tag", tag, "--model-type", "lens")).returncode == 0
+    # pins need an unloaded host; this one's load is whatever the machine has: make it read idle
+    with sqlite3.connect(db) as con:
+        con.execute("UPDATE compile_records SET host_load_avg_1m = 0")
+    con.close()
+    pinned = run_cli("pins", "update", "--db", db)
+    assert pinned.exit_code == 0 and " recorded jit_caustic(f32[3] -> f32[3])" in pinned.output
+    check = run_cli("check", "--db", db)
+    assert " recorded jit__lambda" in check.output and "cache-not-reused" in check.output
+    cold_id = query(db, "SELECT id FROM compile_records WHERE function = 'jit_caustic' AND cache_state = 'cold'")[0][0]
+    explained = run_cli("explain", str(cold_id), "--db", db)
+    assert explained.exit_code == 0, explained.output
+    report = run_cli("report", "--db", db).output
+    assert "| - / lens / - jit_caustic(f32[3] -> f32[3]) | recorded |" in report
+    section = report[report.index("### recorded: `"):]
+    head = section.splitlines()[0]
+    assert head == f"### recorded: `{PY} {prog}`"
+    table = [ln.split(" | ") for ln in section.splitlines() if ln.startswith("| jit")]
+    assert {lambda_named(t[0][2:]) for t in table} >= {"jit_caustic", "jit_chi2", "jit__lambda"}
+    seconds = [float(t[3]) for t in table]
+    assert seconds == sorted(seconds, reverse=True)  # by total compile time
+
+
+def test_recorded_into_postgresql(pg_db, tmp_path):
+    out = recorded(tmp_path, pg_db.url, PY, program(tmp_path))
+    assert (out.returncode, out.stderr) == (0, "")
+    n, _ = oracle(out.stdout)
+    rows = query(pg_db, "SELECT function, cache_state FROM compile_records")
+    assert len(rows) == n and {r[1] for r in rows} == {"cold"}
+    assert "jit_caustic" in {r[0] for r in rows}
+
+
+@pytest.mark.slurm
+def test_recorded_under_slurm(tmp_path):
+    srun = shutil.which("srun")
+    assert srun, "a slurm case ran without srun"
+    from .case_kinds import LEDGER
+
+    prog, db = program(tmp_path), tmp_path / "ledger.db"
+    partition = os.environ.get("LEDGER_TEST_SLURM_PARTITION", "debug")
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "cache")}
+    out = subprocess.run([srun, "-p", partition, "-N1", "-n1", str(LEDGER), "record", "--db", str(db), "--",
+                          PY, str(prog)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
+                         check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[:-1] == OUTPUT
+    n, _ = oracle(out.stdout)
+    rows = query(db, "SELECT slurm_job_id, slurm_node, cache_state FROM compile_records")
+    assert len(rows) == n
+    assert len({r[0] for r in rows}) == 1 and None not in {r[0] for r in rows} and None not in {r[1] for r in rows}
+
+
+
+SPAWNS = '''
+import multiprocessing as mp
+
+def work(n):
+    import jax, jax.numpy as jnp
+    return float(jax.jit(lambda v: v * n + 7)(jnp.float32(n)))
+
+if __name__ == "__main__":
+    procs = [mp.get_context("spawn").Process(target=work, args=(n,)) for n in (1, 2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    print("exit codes", [p.exitcode for p in procs])
+'''
+
+
+def test_spawned_children_are_recorded_into_the_same_run(tmp_path):
+    db = tmp_path / "ledger.db"
+    out = recorded(tmp_path, db, PY, program(tmp_path, SPAWNS, "spawns.py"))
+    assert (out.returncode, out.stdout, out.stderr) == (0, "exit codes [0, 0]\n", "")
+    rows = query(db, "SELECT function, json_extract(provenance, '$.pid'), run_id, process_index FROM compile_records")
+    assert len({r[1] for r in rows}) == 2 and len({r[2] for r in rows}) == 1 and {r[3] for r in rows} == {0}
+    assert sorted(lambda_named(r[0]) for r in rows if "lambda" in r[0]) == ["jit__lambda", "jit__lambda"]
+
+
+def test_0011_round_trip_keeps_probe_pins_and_drops_recorded_ones(tmp_path):
+    from ledger.storage.open import open_ledger
+    from ledger.storage.writer import add_compile_record
+
+    from .conftest import migrate
+
+    db = tmp_path / "ledger.db"
+    base = {"hardware": "local_cpu", "hostname": "node1", "jax_version": "0.10.2", "mixed_precision": False,
+            "cache_state": "warm", "cache_state_source": "measured_events", "compile_s": 0.5, "status": "ok",
+            "cache_dir": "/c", "timestamp": "2026-12-01T10:00:00", "host_load_avg_1m": 0.0, "host_cpu_count": 4}
+    with open_ledger(str(db), "write") as ledger:
+        add_compile_record(ledger.engine, {**base, "transform": "jit", "model_type": "mge", "run_id": "p"})
+        add_compile_record(ledger.engine, {**base, "transform": "recorded", "function": "jit_caustic",
+                                           "input_signature": "f32[3] -> f32[3]", "run_id": "r"})
+    assert run_cli("pins", "update", "--db", db).exit_code == 0
+    keys = [r[0] for r in query(db, "SELECT pin_key FROM pins ORDER BY id")]
+    assert keys == ['["local_cpu","node1","0.10.2",false,"warm",null,"mge",null,"jit",null,null,null,null]',
+                    ('["local_cpu","node1","0.10.2",false,"warm",null,null,null,"recorded","jit_caustic",'
+                    '"f32[3] -> f32[3]",null,null]')]
+    migrate(db, "downgrade", "0008")
+    assert query(db, "SELECT pin_key FROM pins") == [
+        ('["local_cpu","node1","0.10.2",false,"warm",null,"mge",null,"jit",null,null]',)]
+    assert query(db, "SELECT DISTINCT pin_key FROM pin_history") == query(db, "SELECT pin_key FROM pins")
+    migrate(db, "upgrade", "head")
+    assert [r[0] for r in query(db, "SELECT pin_key FROM pins")] == keys[:1]
+    assert run_cli("pins", "update", "--db", db).output.splitlines()[-1] == "2 pins: 1 new, 0 repinned, 1 unchanged"

@@ -1,0 +1,119 @@
+"""`ledger record` on a real program written for the test, checked against the program's
+own jax.monitoring listener: every compile one row, cold then warm, and a compile under
+the persistence threshold cold with "not persisted" on both runs. The real entry point
+runs as a subprocess (the ledger execs the program: output and exit code are its own).
+
+Also run on the jax legs (ci/jax_legs.sh): it reads JAX's compile path and events."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from .case_kinds import LEDGER
+from .conftest import query
+
+# Several functions, one at two shapes, a grad, compiles JAX makes itself (array
+# creation outside jit), and one compile the program keeps out of the cache (its
+# threshold raised around it). The oracle: JAX's backend_compile_duration events.
+PROGRAM = '''
+import os, sys
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+def show(a):
+    return np.asarray(a, dtype=float).round(3).tolist()
+
+seen = []
+def on_duration(event, duration, **kw):
+    if event == "/jax/core/compile/backend_compile_duration":
+        seen.append(duration)
+jax.monitoring.register_event_duration_secs_listener(on_duration)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+
+@jax.jit
+def caustic(x):
+    return jnp.sin(x) * jnp.cos(x).sum()
+
+def chi2(w, x):
+    return jnp.sum((x @ w - 1.0) ** 2)
+
+x3 = jnp.arange(3.0)                      # JAX's own compiles, outside any jit
+print("caustic", show(caustic(x3)))
+print("caustic", show(caustic(jnp.ones((2, 2)))))   # a second shape
+print("grad", show(jax.jit(jax.grad(chi2))(jnp.ones((2,)), jnp.ones((3, 2)))))
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 1000.0)
+print("small", show(jax.jit(lambda v: v * 2 + 1)(x3)))   # never persisted
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+print(f"oracle {len(seen)} {sum(seen):.9f}")
+sys.stdout.flush()
+sys.exit(int(os.environ.get("PROGRAM_EXIT", "0")))
+'''
+OUTPUT = ["caustic [0.0, 0.946, 1.022]", "caustic [[1.819, 1.819], [1.819, 1.819]]",
+          "grad [6.0, 6.0]", "small [1.0, 3.0, 5.0]"]
+FUNCTIONS = {"jit_caustic", "jit_chi2", "jit__lambda"}
+
+
+def lambda_named(name: str) -> str:
+    return "jit__lambda" if name.startswith("jit__lambda") else name  # jit__lambda_ on jax 0.4.30
+
+
+def program(tmp_path: Path, text: str = PROGRAM, name: str = "prog.py") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def recorded(tmp_path: Path, db, *command, env=None, record_args=(), **kw) -> subprocess.CompletedProcess:
+    """`ledger record --db DB -- COMMAND` as a user runs it, JAX on CPU, a cache dir set."""
+    environ = {**os.environ, "JAX_PLATFORMS": "cpu", "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "cache"),
+               **(env or {})}
+    return subprocess.run([str(LEDGER), "record", "--db", str(db), *record_args, "--", *map(str, command)],
+                          check=False, capture_output=True, text=True, cwd=tmp_path, env=environ, timeout=240, **kw)
+
+
+def oracle(stdout: str) -> tuple[int, float]:
+    _, n, total = stdout.splitlines()[-1].split()
+    return int(n), float(total)
+
+
+ROWS = ("SELECT function, input_signature, cache_state, cache_state_source, cache_not_persisted, backend_compile_s,"
+        " compile_s, trace_s, cache_key, cache_key_components, tag, run_id FROM compile_records ORDER BY id")
+
+
+def test_every_compile_is_one_row_cold_then_warm_as_the_program_saw_it(tmp_path):
+    prog, db = program(tmp_path), tmp_path / "ledger.db"
+    first = recorded(tmp_path, db, sys.executable, prog, record_args=("--tag", "run1"))
+    assert (first.returncode, first.stderr) == (0, "")
+    assert first.stdout.splitlines()[:-1] == OUTPUT
+    n, total = oracle(first.stdout)
+    rows = query(db, ROWS)
+    assert len(rows) == n > len(FUNCTIONS)  # JAX's own compiles are rows too
+    assert math.isclose(sum(r[5] for r in rows), total, abs_tol=1e-6)
+    assert {lambda_named(r[0]) for r in rows} >= FUNCTIONS
+    # one function, two shapes: two cells
+    assert sorted(r[1] for r in rows if r[0] == "jit_caustic") == ["f32[2,2] -> f32[2,2]", "f32[3] -> f32[3]"]
+    assert [r[1] for r in rows if r[0] == "jit_chi2"] == ["f32[2], f32[3,2] -> f32[2]"]
+    assert {(r[2], r[3]) for r in rows} == {("cold", "measured_events")}
+    assert [(lambda_named(r[0]), r[4]) for r in rows if r[4] is not None] == [("jit__lambda", "min_compile_time")]
+    for r in rows:
+        assert r[6] == r[5] and r[7] > 0 and r[8].startswith(f"{r[0]}-") and "computation" in r[9]
+    assert {(r[10], len(r[11])) for r in rows} == {("run1", 32)}
+
+    second = recorded(tmp_path, db, sys.executable, prog, record_args=("--tag", "run2"),
+                      env={"PROGRAM_EXIT": "3"})
+    assert (second.returncode, second.stderr) == (3, "")
+    assert second.stdout.splitlines()[:-1] == OUTPUT
+    n2, total2 = oracle(second.stdout)
+    rows2 = query(db, ROWS)[len(rows):]
+    assert len(rows2) == n2 == n
+    assert math.isclose(sum(r[5] for r in rows2), total2, abs_tol=1e-6)
+    states = {(lambda_named(r[0]), r[1]): (r[2], r[4]) for r in rows2}
+    assert states.pop(("jit__lambda", "f32[3] -> f32[3]")) == ("cold", "min_compile_time")
+    assert set(states.values()) == {("warm", None)}
+    # run 2 found each entry run 1 wrote: the same keys
+    assert {r[8] for r in rows2} == {r[8] for r in rows}
