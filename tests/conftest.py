@@ -195,8 +195,24 @@ def pg_database():
     try:
         yield PgDb(base.rsplit("/", 1)[0] + "/" + name)
     finally:
-        with psycopg.connect(admin, autocommit=True) as con:
-            con.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        _drop(admin, name)
+
+
+def _drop(admin: str, name: str) -> None:
+    """DROP DATABASE ... WITH (FORCE), which ends our own sessions in it but may not end
+    an autovacuum worker's (a superuser's: "must be a member of the role whose process is
+    being terminated"); one leaves within moments, so try again."""
+    import psycopg
+
+    for attempt in range(20):
+        try:
+            with psycopg.connect(admin, autocommit=True) as con:
+                con.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            return
+        except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ObjectInUse):
+            if attempt == 19:
+                raise
+            time.sleep(0.25)
 
 
 @pytest.fixture

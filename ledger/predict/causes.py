@@ -34,7 +34,7 @@ def last_row(conn, pred: dict, state: str) -> dict | None:
     sql = (f"SELECT * FROM compile_records WHERE cache_state = :state AND {ok_sql()}"
            f" AND {_match(CACHE_CELL, conn.dialect.name)}"
            f" ORDER BY {NEWEST_FIRST.format(p='')} LIMIT 1")
-    params = {f: pred[f] for f in CACHE_CELL} | {"state": state}
+    params = {f: pred.get(f) for f in CACHE_CELL} | {"state": state}
     found = conn.execute(sa.text(sql), params).mappings().first()
     return dict(found) if found else None
 
@@ -62,7 +62,7 @@ def expected_cost(conn, pred: dict) -> tuple[float | None, int]:
     sql = (f"SELECT compile_s FROM compile_records WHERE cache_state = '{COLD}' AND {ok_sql()}"
            f" AND compile_s IS NOT NULL AND {_match(STATELESS_KEY, conn.dialect.name)}"
            f" ORDER BY {NEWEST_FIRST.format(p='')} LIMIT {HISTORY_LIMIT}")
-    values = [r[0] for r in conn.execute(sa.text(sql), {f: pred[f] for f in STATELESS_KEY})]
+    values = [r[0] for r in conn.execute(sa.text(sql), {f: pred.get(f) for f in STATELESS_KEY})]
     return (median(values) if values else None), len(values)
 
 
