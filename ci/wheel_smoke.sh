@@ -48,6 +48,18 @@ step "probe: cold then warm into a new ledger"
 "$L" sql "SELECT cache_state FROM compile_records ORDER BY id" --db a.db --csv | tr '\n' ' ' \
     | grep -q '^cache_state cold cold warm warm' || fail "probe cache states"
 
+step "predict: warm in the probe's cache dir, cold in a fresh one"
+"$L" predict -o toy -t jit,grad --cache-dir "$WORK/run/cache" --db a.db >predict.out || fail "predict after the probe"
+set +e; "$L" predict -o toy -t jit --cache-dir "$WORK/run/fresh" --db a.db >predict.out; rc=$?; set -e
+[ "$rc" = 1 ] || fail "predict in a fresh dir exited $rc, not 1 (cold)"
+
+step "record: a plain python program's compiles"
+printf 'import jax, jax.numpy as jnp\nprint(float(jax.jit(lambda x: x * 2)(jnp.ones(3)).sum()))\n' >prog.py
+out=$("$L" record --db r.db --tag smoke -- "$WORK/venv/bin/python" prog.py)
+[ "$out" = "6.0" ] || fail "record changed the program's output: '$out'"
+[ "$("$L" sql "SELECT count(*) > 0 FROM compile_records WHERE function IS NOT NULL" --db r.db --csv | tail -1)" = 1 ] \
+    || fail "record kept no compile"
+
 step "import the legacy corpus"
 cp -r "$REPO/tests/fixtures/legacy-results" corpus
 "$L" import corpus --db b.db >/dev/null

@@ -13,19 +13,29 @@ from typing import Annotated
 
 import typer
 
-from ledger.cli.options import DbOpt
+from ledger.cli.options import (
+    BatchSizeOpt,
+    DatasetClassOpt,
+    DbOpt,
+    InstrumentOpt,
+    MixedPrecisionOpt,
+    ModelTypeOpt,
+    NBatchOpt,
+    ObjectiveOpt,
+    TransformsOpt,
+)
 
 
 def predict_cmd(
-    objective: Annotated[str | None, typer.Option("--objective", "-o", help="A built-in (see `ledger objectives`) or package.module:builder, as `ledger probe` takes it.")] = None,
-    transforms: Annotated[list[str] | None, typer.Option("--transforms", "-t", help="Comma-separated or repeated, or 'all'.")] = None,
+    objective: ObjectiveOpt = None,
+    transforms: TransformsOpt = None,
     cache_dir: Annotated[str | None, typer.Option("--cache-dir", help="The exact cache dir the real run will use (else JAX_COMPILATION_CACHE_DIR).")] = None,
-    n_batch: Annotated[int | None, typer.Option("--n-batch", help="Inputs per batched call, as the probe's.")] = None,
-    batch_size: Annotated[int | None, typer.Option("--batch-size", help="Chunk size, as the probe's.")] = None,
-    dataset_class: Annotated[str | None, typer.Option("--dataset-class", help="The cell's dataset class.")] = None,
-    instrument: Annotated[str | None, typer.Option("--instrument", help="The cell's instrument.")] = None,
-    model_type: Annotated[str | None, typer.Option("--model-type", help="The cell's model type (unset: the objective's own).")] = None,
-    mixed_precision: Annotated[bool, typer.Option("--mixed-precision", help="Passed to the builder, as the probe's.")] = False,
+    n_batch: NBatchOpt = None,
+    batch_size: BatchSizeOpt = None,
+    dataset_class: DatasetClassOpt = None,
+    instrument: InstrumentOpt = None,
+    model_type: ModelTypeOpt = None,
+    mixed_precision: MixedPrecisionOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="A JSON list, one object per transform.")] = False,
     db: DbOpt = None,
 ) -> None:

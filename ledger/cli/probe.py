@@ -13,7 +13,18 @@ from typing import Annotated
 
 import typer
 
-from ledger.cli.options import DbOpt
+from ledger.cli.options import (
+    BatchSizeOpt,
+    DatasetClassOpt,
+    DbOpt,
+    InstrumentOpt,
+    MixedPrecisionOpt,
+    ModelTypeOpt,
+    NBatchOpt,
+    ObjectiveOpt,
+    TagOpt,
+    TransformsOpt,
+)
 from ledger.errors import LedgerError
 
 SUMMARY_COLUMNS = ("phase", "transform", "status", "cache_state", "cache_state_source",
@@ -25,17 +36,17 @@ def _seconds(value):
 
 
 def probe_cmd(
-    objective: Annotated[str | None, typer.Option("--objective", "-o", help="A built-in (see `ledger objectives`) or package.module:builder, importable from the working directory.")] = None,
-    transforms: Annotated[list[str] | None, typer.Option("--transforms", "-t", help="Comma-separated or repeated (-t jit -t grad), or 'all'.")] = None,
+    objective: ObjectiveOpt = None,
+    transforms: TransformsOpt = None,
     cache_dir: Annotated[str | None, typer.Option("--cache-dir", help="JAX persistent compilation cache dir (unset: none, unless JAX_COMPILATION_CACHE_DIR is set).")] = None,
-    tag: Annotated[str | None, typer.Option("--tag", help="Free-text label kept on the rows.")] = None,
-    n_batch: Annotated[int | None, typer.Option("--n-batch", help="Inputs per batched call (vmap, laxmap, pyloop).")] = None,
-    batch_size: Annotated[int | None, typer.Option("--batch-size", help="Chunk size for laxmap_vag and pyloop_vag.")] = None,
+    tag: TagOpt = None,
+    n_batch: NBatchOpt = None,
+    batch_size: BatchSizeOpt = None,
     steady_calls: Annotated[int | None, typer.Option("--steady-calls", help="Calls averaged into steady_s.")] = None,
-    dataset_class: Annotated[str | None, typer.Option("--dataset-class", help="The cell's dataset class, given to the builder and kept on the rows.")] = None,
-    instrument: Annotated[str | None, typer.Option("--instrument", help="The cell's instrument, given to the builder and kept on the rows.")] = None,
-    model_type: Annotated[str | None, typer.Option("--model-type", help="The cell's model type (unset: the objective's own).")] = None,
-    mixed_precision: Annotated[bool, typer.Option("--mixed-precision", help="Passed to the objective's builder and recorded.")] = False,
+    dataset_class: DatasetClassOpt = None,
+    instrument: InstrumentOpt = None,
+    model_type: ModelTypeOpt = None,
+    mixed_precision: MixedPrecisionOpt = False,
     isolate: Annotated[bool, typer.Option("--isolate", help="Each transform in a fresh process.")] = False,
     cold_warm: Annotated[bool, typer.Option("--cold-warm", help="A fresh cache dir, then the same transforms again in a new process.")] = False,
     db: DbOpt = None,

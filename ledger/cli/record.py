@@ -6,15 +6,21 @@ from typing import Annotated
 
 import typer
 
-from ledger.cli.options import DbOpt
+from ledger.cli.options import (
+    DatasetClassOpt,
+    DbOpt,
+    InstrumentOpt,
+    ModelTypeOpt,
+    TagOpt,
+)
 
 
 def record_cmd(
     command: Annotated[list[str], typer.Argument(help="The command to run, after --: ledger record -- python fit.py")],
-    tag: Annotated[str | None, typer.Option("--tag", help="Free-text label kept on the rows.")] = None,
-    dataset_class: Annotated[str | None, typer.Option("--dataset-class", help="The cell's dataset class, kept on the rows.")] = None,
-    model_type: Annotated[str | None, typer.Option("--model-type", help="The cell's model type, kept on the rows.")] = None,
-    instrument: Annotated[str | None, typer.Option("--instrument", help="The cell's instrument, kept on the rows.")] = None,
+    tag: TagOpt = None,
+    dataset_class: DatasetClassOpt = None,
+    model_type: ModelTypeOpt = None,
+    instrument: InstrumentOpt = None,
     db: DbOpt = None,
 ) -> None:
     """Run COMMAND unchanged and record each XLA compile it makes (one row per compile).
