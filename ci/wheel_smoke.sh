@@ -49,7 +49,8 @@ step "probe: cold then warm into a new ledger"
     | grep -q '^cache_state cold cold warm warm' || fail "probe cache states"
 
 step "predict: warm in the probe's cache dir, cold in a fresh one"
-"$L" predict -o toy -t jit,grad --cache-dir "$WORK/run/cache" --db a.db >predict.out || fail "predict after the probe"
+warmed=$(ls -d "$WORK/run/cache"/cold-warm-*)  # --cold-warm probes into a fresh dir under --cache-dir
+"$L" predict -o toy -t jit,grad --cache-dir "$warmed" --db a.db >predict.out || fail "predict after the probe"
 set +e; "$L" predict -o toy -t jit --cache-dir "$WORK/run/fresh" --db a.db >predict.out; rc=$?; set -e
 [ "$rc" = 1 ] || fail "predict in a fresh dir exited $rc, not 1 (cold)"
 

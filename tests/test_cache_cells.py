@@ -144,23 +144,15 @@ def _check(db) -> str:
     return run_cli("check", "--db", db).output
 
 
+@pytest.mark.parametrize("change", ["DELETE FROM compile_records WHERE cache_state = 'cold'",
+                                    "UPDATE compile_records SET status = 'failed' WHERE cache_state = 'cold'"])
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_deleted_cold_row_is_no_longer_a_went_cold(backend, tmp_path):
+def test_a_cold_row_deleted_or_failed_afterwards_is_no_longer_a_went_cold(backend, change, tmp_path):
     with fresh(backend) as db:
         add(db, tmp_path, rec(), rec(cache_state="cold", compile_s=9.0, timestamp="2026-07-02T10:00:00"))
         assert _check(db).startswith("went-cold ")
         with open_ledger(str(db), "write") as ledger, ledger.engine.begin() as conn:
-            conn.execute(sa.text("DELETE FROM compile_records WHERE cache_state = 'cold'"))
-        assert _check(db) == "check run 2 (tolerance 1.5x): 0 ok, 0 regression, 0 inconclusive, 0 went-cold\n"
-
-
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_a_row_marked_failed_afterwards_leaves_its_cell(backend, tmp_path):
-    with fresh(backend) as db:
-        add(db, tmp_path, rec(), rec(cache_state="cold", compile_s=9.0, timestamp="2026-07-02T10:00:00"))
-        assert _check(db).startswith("went-cold ")
-        with open_ledger(str(db), "write") as ledger, ledger.engine.begin() as conn:
-            conn.execute(sa.text("UPDATE compile_records SET status = 'failed' WHERE cache_state = 'cold'"))
+            conn.execute(sa.text(change))
         assert _check(db) == "check run 2 (tolerance 1.5x): 0 ok, 0 regression, 0 inconclusive, 0 went-cold\n"
 
 
