@@ -35,6 +35,8 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_concurrency.py
 	$(BIN)/python bench/bench_sweep.py
 	$(BIN)/python bench/bench_sql_stream.py
+	$(BIN)/python bench/bench_record.py
+	$(BIN)/python bench/bench_predict.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
