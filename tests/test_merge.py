@@ -207,6 +207,10 @@ def _rollback_journal(path):
     return path
 
 
+# exec the command with SIGINT at its default: the same process (its pid is the merge's)
+_SIGINT_DEFAULT_EXEC = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])"
+
+
 @contextmanager
 def _merge_process(tmp_path, *args, timeout="60"):
     """`ledger merge ARGS` as a process of its own, (process, its TMPDIR); killed on
@@ -215,8 +219,11 @@ def _merge_process(tmp_path, *args, timeout="60"):
     scratch.mkdir(exist_ok=True)
     env = dict(os.environ, TMPDIR=str(scratch), LEDGER_BUSY_TIMEOUT=timeout)
     env.pop("LEDGER_DB", None)
-    proc = subprocess.Popen([LEDGER, "merge", *map(str, args)], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    # SIGINT at its default in the merge, as in a terminal: a suite started in the
+    # background (nohup, `cmd &` in a script) passes it on ignored, and an ignored
+    # signal stays ignored by design (ledger/merge/scratch.py)
+    proc = subprocess.Popen([sys.executable, "-c", _SIGINT_DEFAULT_EXEC, LEDGER, "merge", *map(str, args)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         yield proc, scratch
     finally:
