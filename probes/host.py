@@ -13,8 +13,6 @@ import platform
 import socket
 import sys
 
-import psutil
-
 
 def local_timestamp() -> str:
     """Local time, ISO format, seconds precision (as the legacy records have it)."""
@@ -22,6 +20,8 @@ def local_timestamp() -> str:
 
 
 def load_avg() -> tuple[float, float, float] | tuple[None, None, None]:
+    import psutil  # here, not at the top: a recorded process imports this module at `import jax`
+
     try:
         return tuple(float(v) for v in psutil.getloadavg())  # type: ignore[return-value]
     except (OSError, AttributeError):
@@ -29,6 +29,8 @@ def load_avg() -> tuple[float, float, float] | tuple[None, None, None]:
 
 
 def host_state() -> dict:
+    import psutil
+
     l1, l5, l15 = load_avg()
     try:
         affinity = len(psutil.Process().cpu_affinity())

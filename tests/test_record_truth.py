@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -76,6 +77,23 @@ def recorded(tmp_path: Path, db, *command, env=None, record_args=(), **kw) -> su
                           check=False, capture_output=True, text=True, cwd=tmp_path, env=environ, timeout=240, **kw)
 
 
+SUMMARY = re.compile(r"^ledger record: (\d+) compiles recorded into (.+) \(([^)]*)\), run ([0-9a-f]{12})$")
+
+
+def program_stderr(out: subprocess.CompletedProcess) -> str:
+    """What the program itself wrote on stderr: the ledger's own lines taken out."""
+    return "".join(ln for ln in out.stderr.splitlines(keepends=True) if not ln.startswith("ledger record: "))
+
+
+def summary(out: subprocess.CompletedProcess) -> tuple[int, str]:
+    """(compiles recorded, their states) from the one line the run ends with."""
+    said = [ln for ln in out.stderr.splitlines() if ln.startswith("ledger record: ")]
+    assert len(said) == 1, out.stderr
+    match = SUMMARY.match(said[0])
+    assert match, said[0]
+    return int(match.group(1)), match.group(3)
+
+
 def oracle(stdout: str) -> tuple[int, float]:
     _, n, total = stdout.splitlines()[-1].split()
     return int(n), float(total)
@@ -88,9 +106,10 @@ ROWS = ("SELECT function, input_signature, cache_state, cache_state_source, cach
 def test_every_compile_is_one_row_cold_then_warm_as_the_program_saw_it(tmp_path):
     prog, db = program(tmp_path), tmp_path / "ledger.db"
     first = recorded(tmp_path, db, sys.executable, prog, record_args=("--tag", "run1"))
-    assert (first.returncode, first.stderr) == (0, "")
+    assert (first.returncode, program_stderr(first)) == (0, "")
     assert first.stdout.splitlines()[:-1] == OUTPUT
     n, total = oracle(first.stdout)
+    assert summary(first) == (n, f"{n} cold")
     rows = query(db, ROWS)
     assert len(rows) == n > len(FUNCTIONS)  # JAX's own compiles are rows too
     assert math.isclose(sum(r[5] for r in rows), total, abs_tol=1e-6)
@@ -106,9 +125,10 @@ def test_every_compile_is_one_row_cold_then_warm_as_the_program_saw_it(tmp_path)
 
     second = recorded(tmp_path, db, sys.executable, prog, record_args=("--tag", "run2"),
                       env={"PROGRAM_EXIT": "3"})
-    assert (second.returncode, second.stderr) == (3, "")
+    assert (second.returncode, program_stderr(second)) == (3, "")
     assert second.stdout.splitlines()[:-1] == OUTPUT
     n2, total2 = oracle(second.stdout)
+    assert summary(second) == (n2, f"1 cold, {n2 - 1} warm")
     rows2 = query(db, ROWS)[len(rows):]
     assert len(rows2) == n2 == n
     assert math.isclose(sum(r[5] for r in rows2), total2, abs_tol=1e-6)

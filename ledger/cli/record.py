@@ -25,8 +25,10 @@ def record_cmd(
 ) -> None:
     """Run COMMAND unchanged and record each XLA compile it makes (one row per compile).
 
-    The command's output, exit code and signals are its own: the ledger becomes it."""
+    The command's output, exit code and signals are its own: the ledger becomes it.
+    A command that cannot be run exits as a shell would (127 not found, 126 not runnable)."""
     from ledger.recorder.launch import exec_recorded
 
-    exec_recorded(list(command), db, tag,
-                  {"dataset_class": dataset_class, "model_type": model_type, "instrument": instrument})
+    status = exec_recorded(list(command), db, tag,
+                           {"dataset_class": dataset_class, "model_type": model_type, "instrument": instrument})
+    raise typer.Exit(status)

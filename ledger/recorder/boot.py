@@ -6,40 +6,45 @@ the same machinery for a notebook or a library::
 
     with ledger.recording(db="ledger.db", tag="fit-v2"):
         fit()
+
+A recorded process imports only the standard library, the record contract and the
+compile hook: rows go to its spool file, and the ledger is written by the ingester
+(ledger/recorder/ingest.py), in another process or, for ``recording()``, when the
+block ends.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import os
 import shlex
 import sys
+import time
 import uuid
 
+from ledger.recorder import spool
 from ledger.recorder.config import RecordConfig
 from ledger.recorder.hook import Recorder, install, uninstall, warn_once
-from ledger.recorder.sink import Sink
 
-_process: tuple[Recorder, Sink] | None = None
+_process: Recorder | None = None
+GOODBYE_WAIT_S = 120.0  # the longest the command's own process waits for its rows at exit
 
 
 def start(config: RecordConfig) -> Recorder | None:
-    """Record this process's compiles into ``config.db`` until it exits."""
+    """Record this process's compiles into the run's spool until it exits."""
     global _process
     if _process is not None:
-        return _process[0]
-    sink = Sink(config.db)
-    recorder = Recorder(config, sink.put)
+        return _process
+    writer = spool.SpoolWriter(config.run_dir)
+    recorder = Recorder(config, writer)
     if not install(recorder):
+        writer.note(spool.UNRECORDED, why="JAX's compile path could not be wrapped")
         return None
-    _process = (recorder, sink)
-    sink.start()
-
-    def _at_exit():
-        uninstall(recorder)
-        sink.close()
-
-    atexit.register(_at_exit)
+    _process = recorder
+    writer.note(spool.STARTED)
+    if config.main_pid == os.getpid():
+        atexit.register(_goodbye, config)
     return recorder
 
 
@@ -50,29 +55,64 @@ def start_from_env() -> None:
         if config is not None:
             start(config)
     except Exception as err:  # noqa: BLE001 - the program must run on regardless
-        warn_once("not recording", err)
+        unrecorded(f"the recorder failed to start: {type(err).__name__}: {err}")
 
 
-def _resolved_db(db: str | None) -> str:
+def unrecorded(why: str) -> None:
+    """Say in the spool that this process's compiles were not recorded, and why."""
+    run_dir = os.environ.get("LEDGER_RECORD")
+    if run_dir:
+        with contextlib.suppress(OSError):
+            spool.SpoolWriter(run_dir).note(spool.UNRECORDED, why=why)
+    warn_once(f"not recording: {why}")
+
+
+def _goodbye(config: RecordConfig) -> None:
+    """At the command's own exit: wait until the ingester has its rows, and print its
+    one line (how many were recorded, or where they were kept). Deaths by a signal
+    skip this; the ingester takes the rows in on its own then."""
+    if _process is not None:
+        _process.active = False
+    try:
+        _process.spool.note(spool.BYE)
+        answer = spool.done_file(config.run_dir, os.getpid())
+        deadline = time.monotonic() + GOODBYE_WAIT_S
+        while not os.path.exists(answer):
+            if time.monotonic() > deadline or not spool.ingester_alive(config.run_dir):
+                return
+            time.sleep(0.005)
+        with open(answer, encoding="utf-8") as f:
+            line = f.read().strip()
+        os.unlink(answer)
+        if line:
+            print(line, file=sys.stderr, flush=True)
+    except Exception as err:  # noqa: BLE001 - exiting: one line at most
+        warn_once("could not wait for the ledger", err)
+
+
+def _resolved_target(db: str | None):
     from ledger.storage.url import resolve
 
-    target = resolve(db)
-    return str(target.path.resolve()) if target.path is not None else target.value
+    return resolve(db)
 
 
 @contextlib.contextmanager
 def recording(db: str | None = None, tag: str | None = None, *, dataset_class: str | None = None,
               model_type: str | None = None, instrument: str | None = None):
-    """Record every XLA compile inside the block; rows are written when it ends at the
-    latest. Yields the Recorder (``.config.run_id`` names the run)."""
+    """Record every XLA compile inside the block; its rows are in the ledger when it
+    ends. Yields the Recorder (``.config.run_id`` names the run)."""
     import jax  # noqa: F401 - the compile path must exist before it is wrapped
 
-    config = RecordConfig(db=_resolved_db(db), run_id=uuid.uuid4().hex, tag=tag,
+    from ledger.recorder import ingest
+
+    target = _resolved_target(db)
+    run_id = uuid.uuid4().hex
+    config = RecordConfig(run_dir=os.path.join(spool.spool_root(target), run_id), run_id=run_id, tag=tag,
                           command=shlex.join(sys.argv) if sys.argv and sys.argv[0] else None,
                           cell={"dataset_class": dataset_class, "model_type": model_type,
                                 "instrument": instrument})
-    sink = Sink(config.db)
-    recorder = Recorder(config, sink.put)
+    config.save()
+    recorder = Recorder(config, spool.SpoolWriter(config.run_dir))
     if not install(recorder):
         yield None
         return
@@ -80,6 +120,6 @@ def recording(db: str | None = None, tag: str | None = None, *, dataset_class: s
         yield recorder
     finally:
         uninstall(recorder)
-        if _process is not None:  # a `ledger record` of this process goes on
-            install(_process[0])
-        sink.close()
+        line = ingest.drain_now(db, config.run_dir)
+        if line:
+            print(line, file=sys.stderr, flush=True)

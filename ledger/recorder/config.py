@@ -1,13 +1,15 @@
-"""What a recorded process is told: one environment variable, read once, at jax import.
+"""What a recorded process is told: the run's spool dir, in one environment variable.
 
-`ledger record` (ledger/recorder/launch.py) writes it; every Python process the command
-starts inherits it (a spawned multiprocessing child, each process of a jax.distributed
-job, a console script), so each records into the same ledger under the same run id.
+`ledger record` (ledger/recorder/launch.py) writes the run into ``run.json`` in that
+dir; every Python process the command starts inherits the variable (a forked or
+spawned multiprocessing child, each process of a jax.distributed job, a console
+script), so each spools into the same run. Nothing about the ledger itself travels:
+no URL, so no password, in any process's environment; the command line stays in the
+file, so an argv as long as the system takes is not copied into the environment.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict, dataclass, field
 
@@ -20,20 +22,26 @@ CELL = ("dataset_class", "model_type", "instrument")
 
 @dataclass
 class RecordConfig:
-    db: str | None  # the ledger's URL or absolute path, resolved by the launcher
+    run_dir: str  # the run's spool dir (ledger/recorder/spool.py)
     run_id: str
     tag: str | None = None
     command: str | None = None
     cell: dict = field(default_factory=dict)  # dataset_class, model_type, instrument
+    main_pid: int | None = None  # the command's own process: it waits for its rows at exit
+    host: str | None = None  # where main_pid runs
+    def save(self) -> None:
+        from ledger.recorder.spool import write_run
 
-    def to_env(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        write_run(self.run_dir, asdict(self))
 
     @classmethod
     def from_env(cls, environ=os.environ) -> RecordConfig | None:
-        text = environ.get(ENV)
-        if not text:
+        from ledger.recorder.spool import read_run
+
+        run_dir = environ.get(ENV)
+        if not run_dir:
             return None
-        data = json.loads(text)
-        return cls(db=data.get("db"), run_id=str(data["run_id"]), tag=data.get("tag"),
-                   command=data.get("command"), cell={k: data.get("cell", {}).get(k) for k in CELL})
+        data = read_run(run_dir)
+        return cls(run_dir=run_dir, run_id=str(data["run_id"]), tag=data.get("tag"),
+                   command=data.get("command"), main_pid=data.get("main_pid"),
+                   cell={k: (data.get("cell") or {}).get(k) for k in CELL})

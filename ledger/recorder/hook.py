@@ -5,8 +5,9 @@ which every XLA compile goes through: the module it compiles names the function 
 carries its input signature, and around it the probe's own evidence (probes/evidence.py)
 reads JAX's cache events and key lines. The durations come from JAX's own events: the
 trace and lowering that precede the compile, and ``backend_compile_duration``, which
-JAX fires just after the call returns, so a record is handed on at that event (or at
-the next compile, or at the end, if it never comes).
+JAX fires just after the call returns. The record is spooled when the call returns
+(durable from then on, whatever kills the process), and the duration follows it as
+an amend line (ledger/recorder/spool.py).
 
 Nothing here may fail the program: a recorder error is one line on stderr, once, and
 the compile goes on unrecorded.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import socket
 import sys
 import threading
 import time
@@ -31,6 +33,7 @@ from ledger.record import (
     STATUS_OK,
     blank_record,
 )
+from ledger.recorder import spool
 from ledger.recorder.config import RecordConfig
 
 _failed: set[str] = set()
@@ -45,17 +48,21 @@ def warn_once(what: str, err: BaseException | None = None) -> None:
 
 
 class Recorder:
-    """One process's recording: hands each compile's record to ``put``."""
+    """One process's recording: appends each compile's record to the spool the moment
+    the compile returns (ledger/recorder/spool.py)."""
 
-    def __init__(self, config: RecordConfig, put):
-        self.config, self.put = config, put
+    def __init__(self, config: RecordConfig, spool):
+        self.config, self.spool = config, spool
         self.active = True
         self._lock = threading.Lock()
         self._trace_s = self._lower_s = 0.0  # JAX's durations since the last compile
-        self._pending: dict | None = None  # compiled, waiting for backend_compile_duration
+        # per thread: the compile whose backend duration JAX has yet to fire (in the
+        # compiling thread, just after the call returns)
+        self._unamended = threading.local()
         self._static: dict | None = None
         self._process_index: int | None = None
         self._known_entries: dict[str, int] = {}  # cache dir -> entries, counted once
+        self._pid, self._index = os.getpid(), 0
 
     def _entries(self, cache_dir: str | None) -> int | None:
         """Entries in the cache dir before a compile: counted at this process's first
@@ -70,6 +77,14 @@ class Recorder:
             return n
         return self._known_entries[cache_dir]
 
+    def _next_index(self) -> int:
+        """The nth compile of this process; a forked child counts from 0 (its pid is new)."""
+        with self._lock:
+            if self._pid != os.getpid():
+                self._pid, self._index, self._known_entries = os.getpid(), 0, {}
+            self._index += 1
+            return self._index - 1
+
     # -- jax.monitoring ----------------------------------------------------------------
     def on_duration(self, event, duration, **kwargs):
         from probes import jax_internals as ji
@@ -79,21 +94,15 @@ class Recorder:
         elif event == ji.EV_LOWER:
             self._lower_s += float(duration)
         elif event == ji.EV_BACKEND_COMPILE:
-            self.complete(float(duration))
-
-    def complete(self, backend_s: float | None) -> None:
-        """Hand on the pending record, with JAX's backend compile duration if it came."""
-        with self._lock:
-            rec, self._pending = self._pending, None
-        if rec is None:
-            return
-        try:
-            wall = rec.pop("_wall_s")
-            rec["compile_s"] = backend_s if backend_s is not None else wall
-            rec["backend_compile_s"] = backend_s
-            self.put(rec)
-        except Exception as err:  # noqa: BLE001 - never the program's failure
-            warn_once("a compile was not recorded", err)
+            # fired just after compile_or_get_cached returned: the record is already
+            # spooled (durable), this line gives it JAX's own duration
+            index = getattr(self._unamended, "index", None)
+            self._unamended.index = None
+            if index is not None:
+                try:
+                    self.spool.note(spool.AMEND, index=index, backend_compile_s=float(duration))
+                except Exception as err:  # noqa: BLE001 - never the program's failure
+                    warn_once("a compile's duration was not recorded", err)
 
     # -- the compile itself ------------------------------------------------------------
     def around(self, original, args, kwargs):
@@ -104,7 +113,6 @@ class Recorder:
         from probes import evidence
         from probes import jax_internals as ji
 
-        self.complete(None)  # a compile whose duration event never came
         try:
             rec = self._begin(computation)
             watch = evidence.CompileWatch(loggers=ji.RECORD_LOGGERS, passthrough=True)
@@ -117,8 +125,8 @@ class Recorder:
             wall = time.perf_counter() - t0
         try:
             self._after(rec, watch, wall)
-            with self._lock:
-                self._pending = rec
+            self.spool.write(rec)
+            self._unamended.index = rec["compile_index"]
         except Exception as err:  # noqa: BLE001
             warn_once("a compile was not recorded", err)
         return out
@@ -130,8 +138,10 @@ class Recorder:
         rec.update(self.static_fields())
         text = ji.module_text(computation)
         cache_dir = ji.option(ji.OPT_CACHE_DIR) or None
+        kind = getattr(ji, "function_kind", None)
         rec.update({
             "function": ji.module_name(computation),
+            "function_kind": kind() if kind is not None else None,
             "input_signature": ji.input_signature(text),
             "program_fingerprint": hashlib.sha256(text.encode()).hexdigest() if text else None,
             "trace_s": self._trace_s + self._lower_s,
@@ -182,8 +192,17 @@ class Recorder:
         prov["compile_or_get_cached_s"] = wall
         if ji.notes():
             prov["jax_internals"] = ji.notes()
-        rec["_provenance"] = prov
-        rec["_wall_s"] = wall
+        rec["_provenance"] = {**self._process_provenance(), **prov}
+        rec["compile_s"] = wall  # JAX's own backend duration replaces it (an amend line)
+        rec["pid"], rec["compile_index"] = os.getpid(), self._next_index()
+        rec.update(_host_now())
+
+    def _process_provenance(self) -> dict:
+        from probes import host
+
+        if os.getpid() != getattr(self, "_prov_pid", None):  # once a process (a fork is another)
+            self._prov_pid, self._prov = os.getpid(), host.static_provenance()
+        return self._prov
 
     def static_fields(self) -> dict:
         """What every record of this process shares, read once (jax is initialised by
@@ -198,9 +217,19 @@ class Recorder:
                 **{k: env[k] for k in ("hardware", "jax_version", "jaxlib_version", "backend", "device_kind")},
                 **{k: cfg.cell.get(k) for k in ("dataset_class", "model_type", "instrument")},
                 "tag": cfg.tag, "run_id": cfg.run_id, "command": cfg.command,
-                "objective": "record",
+                "objective": "record", "hostname": socket.gethostname(),
             }
         return dict(self._static)
+
+
+def _host_now() -> dict:
+    """The host's load as the compile returns: a syscall, not psutil (the process's own
+    import time is what `import jax` under record must not grow by)."""
+    try:
+        l1, l5, l15 = os.getloadavg()
+    except OSError:
+        l1 = l5 = l15 = None
+    return {"host_load_avg_1m": l1, "host_load_avg_5m": l5, "host_load_avg_15m": l15}
 
 
 def _num(kind, value):
@@ -220,46 +249,53 @@ def _local_timestamp() -> str:
 
 
 # -- one hook per process ----------------------------------------------------------------
-_current: Recorder | None = None
+# The recorders in force, innermost last: a nested ``ledger.recording()`` records
+# while it lasts, and the one around it records again once it ends.
+_stack: list[Recorder] = []
 _installed = False
+
+
+def _current() -> Recorder | None:
+    return _stack[-1] if _stack else None
 
 
 def install(recorder: Recorder) -> bool:
     """Make ``recorder`` the one that sees this process's compiles; False if JAX's
     compile path or its events cannot be reached (the line is on stderr)."""
-    global _current, _installed
+    global _installed
     from probes import evidence
     from probes import jax_internals as ji
 
-    _current = recorder
-    if _installed:
-        return True
+    if not _installed:
+        def make_wrapper(original):
+            def compile_or_get_cached(*args, **kwargs):
+                rec = _current()
+                if rec is None:
+                    return original(*args, **kwargs)
+                return rec.around(original, args, kwargs)
 
-    def make_wrapper(original):
-        def compile_or_get_cached(*args, **kwargs):
-            rec = _current
-            if rec is None:
-                return original(*args, **kwargs)
-            return rec.around(original, args, kwargs)
+            return compile_or_get_cached
 
-        return compile_or_get_cached
+        if not ji.wrap_compile(make_wrapper):
+            warn_once(ji.notes()[-1] if ji.notes() else "JAX's compile path moved; nothing recorded")
+            return False
+        evidence.install_listeners()
+        register = ji._internal("jax.monitoring", "register_event_duration_secs_listener",
+                                "trace_s and compile_s from the recorder's own clock")
+        if register is not None:
+            def on_duration(event, duration, **kw):
+                rec = _current()
+                if rec is not None:
+                    rec.on_duration(event, duration, **kw)
 
-    if not ji.wrap_compile(make_wrapper):
-        warn_once(ji.notes()[-1] if ji.notes() else "JAX's compile path moved; nothing recorded")
-        return False
-    evidence.install_listeners()
-    register = ji._internal("jax.monitoring", "register_event_duration_secs_listener",
-                            "trace_s and compile_s from the recorder's own clock")
-    if register is not None:
-        register(lambda event, duration, **kw: _current is not None and _current.on_duration(event, duration, **kw))
-    _installed = True
+            register(on_duration)
+        _installed = True
+    _stack.append(recorder)
     return True
 
 
 def uninstall(recorder: Recorder) -> None:
-    """Stop ``recorder`` (the wrapper stays, passing compiles straight through)."""
-    global _current
-    recorder.complete(None)
+    """Stop ``recorder`` (the wrapper stays, passing compiles to the one around it, if any)."""
     recorder.active = False
-    if _current is recorder:
-        _current = None
+    if recorder in _stack:
+        _stack.remove(recorder)

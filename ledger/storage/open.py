@@ -120,6 +120,10 @@ def open_ledger(db: str | None, mode: str, *, create: bool | None = None) -> Led
     if target.value.startswith("sqlite") and target.path is None:
         # every connection would get its own, empty database, gone with the command
         raise LedgerError("an in-memory SQLite database vanishes with the command: give a file path")
+    from ledger.recorder import ingest
+
+    if mode in ("read", "query"):
+        ingest.wait_for_draining(target)  # a `ledger record` that just ended: its last rows
     create = mode == "write" if create is None else create
     if target.path is not None and not create and not target.path.exists():
         raise LedgerError(f"no ledger database at {target.path}")
@@ -137,6 +141,8 @@ def open_ledger(db: str | None, mode: str, *, create: bool | None = None) -> Led
         rv.gate(ledger.display, rev, status, mode)
         if status == rv.EMPTY and mode == "write":
             ledger.migrate("upgrade", "head")
+        if mode == "write":
+            ingest.take_in_kept(ledger)  # rows a `ledger record` kept aside, before this command's
     except BaseException as exc:
         ledger.__exit__(type(exc), exc, exc.__traceback__)
         raise

@@ -1,0 +1,392 @@
+"""Spooled compiles into the ledger: while the program runs, after it dies, or later.
+
+Three callers, one mechanism (RunIngester):
+- the ingester process that ``ledger record`` starts beside the command (serve()):
+  it takes rows in as they are spooled, answers the command's goodbye with its one
+  line, and drains what is left once the command is gone, however it died;
+- ``ledger.recording()``, when its block ends (drain_now());
+- every command that writes to a ledger, before it does: spooled rows that nobody
+  took in (the ledger was locked past the program's end, the ingester was killed)
+  are taken in then, and said so (take_in_kept()).
+
+A row goes in with its record_key (run, host, pid and the process's compile count are
+part of it), ON CONFLICT DO NOTHING: a spool file read twice adds nothing twice. A
+record waits for its amend line (JAX's own duration) before it goes in, so that a row
+is written in one form only.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+
+from ledger.recorder import spool
+from ledger.recorder.hook import warn_once
+
+HOLD_S = 10.0  # a record whose duration event never came goes in with the hook's clock
+LOCKED_GRACE_S = 5.0  # after the goodbye, how long a locked ledger is waited for
+
+
+class RunIngester:
+    """One run dir's spool files, taken into one ledger."""
+
+    def __init__(self, opener, run_dir: str):
+        # opener: () -> an open Ledger; called at the first write and again after a
+        # failure to open (a ledger that was not there, or not reachable, yet)
+        self.opener, self.run_dir = opener, run_dir
+        self.ledger = None
+        self.offsets: dict[str, int] = {}
+        self.held: dict[tuple[str, int], tuple[float, dict]] = {}  # (file, index) -> record
+        self.amends: dict[tuple[str, int], float] = {}
+        self.written = self.invalid = 0
+        self.states: dict[str, int] = {}
+        self.unrecorded: list[str] = []
+        self.byes: list[int] = []
+        self.error: BaseException | None = None
+
+    # -- reading -----------------------------------------------------------------------
+    def read(self) -> None:
+        for path in spool.spool_files(self.run_dir):
+            start = self.offsets.get(path, 0)
+            try:
+                with open(path, "rb") as f:
+                    f.seek(start)
+                    data = f.read()
+            except OSError:
+                continue
+            lines, used = spool.parse_lines(data)
+            self.offsets[path] = start + used
+            for line in lines:
+                self._take(path, line)
+
+    def _take(self, path: str, line: dict) -> None:
+        kind = line.get("_line")
+        if kind is None:
+            self.held[(path, line.get("compile_index"))] = (time.monotonic(), line)
+        elif kind == spool.AMEND:
+            self.amends[(path, line.get("index"))] = line.get("backend_compile_s")
+        elif kind == spool.UNRECORDED:
+            self.unrecorded.append(f"{line.get('why')} (pid {line.get('pid')})")
+        elif kind == spool.BYE:
+            self.byes.append(line.get("pid"))
+
+    def ready(self, final: bool) -> list[tuple]:
+        """The held records that are complete, (key, record): amended, held too long,
+        or all of them (final)."""
+        now, out = time.monotonic(), []
+        for key, (since, rec) in list(self.held.items()):
+            backend = self.amends.pop(key, None)
+            if backend is None and not final and now - since < HOLD_S:
+                continue
+            del self.held[key]
+            if backend is not None:
+                rec["compile_s"] = rec["backend_compile_s"] = backend
+            out.append((key, rec))
+        return out
+
+    # -- writing -----------------------------------------------------------------------
+    def step(self, final: bool = False) -> bool:
+        """Read what is new and write what is ready; False while the ledger refuses
+        (the records stay held, to be tried again)."""
+        self.read()
+        records = self.ready(final)
+        if not records:
+            return True
+        rows = self._rows([rec for _, rec in records])
+        try:
+            self._insert(rows)
+        except Exception as err:  # noqa: BLE001 - kept in the spool, said once
+            self.error = err
+            for key, rec in records:  # held again, complete: tried first next time
+                self.held[key] = (float("-inf"), rec)
+            return False
+        self.error = None
+        self.written += len(rows)
+        for row in rows:
+            self.states[row.get("cache_state")] = self.states.get(row.get("cache_state"), 0) + 1
+        return True
+
+    def _rows(self, records: list[dict]) -> list[dict]:
+        from ledger.storage.writer import measured_row
+        from probes import host
+
+        state, rows = host.host_state(), []
+        for rec in records:
+            try:
+                rows.append(measured_row(finish(rec, state)))
+            except Exception as err:  # noqa: BLE001 - one bad record is not the run's loss
+                self.invalid += 1
+                warn_once("a compile was not recorded", err)
+        return rows
+
+    def _insert(self, rows: list[dict]) -> None:
+        from ledger.storage.bulk import insert_new
+        from ledger.storage.models import compile_records
+
+        if rows:
+            if self.ledger is None:
+                self.ledger = self.opener()
+            with self.ledger.engine.begin() as conn:
+                insert_new(conn, compile_records, rows)
+
+    @property
+    def pending(self) -> int:
+        return len(self.held)
+
+    def remove_if_done(self) -> bool:
+        """The run dir goes once every record in it is in the ledger."""
+        if self.held:
+            return False
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+        with_root = os.path.dirname(self.run_dir)
+        try:
+            os.rmdir(with_root)  # the spool root, if this was its last run
+        except OSError:
+            pass
+        return True
+
+    # -- what is said ------------------------------------------------------------------
+    def summary(self, display: str, run_id: str) -> str:
+        parts = []
+        if self.written:
+            states = ", ".join(f"{n} {s}" for s, n in sorted(self.states.items()))
+            parts.append(f"{self.written} compiles recorded into {display} ({states}), run {run_id[:12]}")
+        if self.held:
+            why = f"{type(self.error).__name__}: {self.error}" if self.error is not None else "not written yet"
+            parts.append(f"{len(self.held)} compiles kept in {self.run_dir} ({_one_line(why)}); "
+                         "the next ledger command that writes to this ledger takes them in")
+        if self.unrecorded:
+            more = f" (and {len(self.unrecorded) - 1} more)" if len(self.unrecorded) > 1 else ""
+            parts.append(f"not recorded: {self.unrecorded[0]}{more}")
+        if self.invalid:
+            parts.append(f"{self.invalid} compiles refused by the record contract")
+        return ("ledger record: " + "; ".join(parts)) if parts else ""
+
+
+def finish(record: dict, state: dict) -> dict:
+    """A spooled record made a full record: the host state the hook left to the
+    ingester (sampled once a batch, by the same host), and provenance."""
+    from ledger.record import PROBE_RECORD_FIELDS
+    from probes import host
+
+    rec = dict(record)
+    prov = rec.pop("_provenance", {}) or {}
+    fields = set(PROBE_RECORD_FIELDS)
+    for k, v in state.items():
+        if k in fields and rec.get(k) is None:
+            rec[k] = v
+    rec["provenance"] = host.dumps(prov)
+    return rec
+
+
+def _one_line(text: str) -> str:
+    from ledger.errors import one_line
+    from ledger.storage.url import redact
+
+    first = str(text).splitlines()[0] if str(text) else ""
+    return one_line(redact(first))[:300]
+
+
+def drain_now(db: str | None, run_dir: str) -> str:
+    """Take a finished run in now (``ledger.recording()``): its line, or ''."""
+    from ledger.storage.open import open_ledger
+
+    config = spool.read_run(run_dir)
+    with open_ledger(db, "write") as ledger:
+        ing = RunIngester(lambda: ledger, run_dir)
+        deadline = time.monotonic() + LOCKED_GRACE_S
+        while not ing.step(final=True) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        line = ing.summary(ledger.display, config["run_id"]) if ing.held or ing.unrecorded else ""
+        ing.remove_if_done()
+    return line
+
+
+def take_in_kept(ledger) -> None:
+    """Before a command writes: take in the runs nobody is taking in (their ingester is
+    gone), and say so in one line each."""
+    import sys
+
+    root = spool.spool_root(ledger.target)
+    if not os.path.isdir(root):
+        return
+    for run_dir in spool.runs(root):
+        lock = spool.hold_lock(run_dir)
+        if lock is None:
+            continue  # its ingester is alive and at it
+        try:
+            ing = RunIngester(lambda: ledger, run_dir)
+            if not ing.step(final=True):
+                continue
+            if ing.written:
+                print(f"ledger: took in {ing.written} compiles kept from `ledger record` run "
+                      f"{os.path.basename(run_dir)[:12]}", file=sys.stderr, flush=True)
+            ing.remove_if_done()
+        finally:
+            os.close(lock)
+
+
+def wait_for_draining(target, timeout: float = 10.0) -> None:
+    """Before a command reads: a run whose command has just ended (however: a SIGKILL
+    too) may still be draining; wait for it, briefly, so that the rows of a command
+    that just returned are there for the next one."""
+    import socket
+
+    root = spool.spool_root(target)
+    if not os.path.isdir(root):
+        return
+    deadline = time.monotonic() + timeout
+    for run_dir in spool.runs(root):
+        try:
+            run = spool.read_run(run_dir)
+        except (OSError, ValueError):
+            continue
+        if run.get("host") != socket.gethostname() or not run.get("main_pid"):
+            continue  # another node's run: its command's life cannot be seen from here
+        while (not _pid_alive(run["main_pid"]) and spool.ingester_alive(run_dir)
+               and time.monotonic() < deadline):
+            time.sleep(0.01)
+
+
+# -- the ingester process of `ledger record` ----------------------------------------------
+def start_ingester(db: str | None, run_dir: str, program_pid: int) -> None:
+    """Start the run's ingester, detached (not the command's child: a program that
+    waits for any child never sees it), and return once it holds the run's lock."""
+    read_end, write_end = os.pipe()
+    middle = os.fork()
+    if middle == 0:
+        try:
+            os.close(read_end)
+            os.setsid()  # out of the terminal's process group: a Ctrl-C is the command's alone
+            if os.fork() == 0:
+                _serve_and_exit(db, run_dir, program_pid, write_end)
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    os.waitpid(middle, 0)
+    with os.fdopen(read_end, "rb") as f:
+        answer = f.read().decode(errors="replace").strip()
+    if answer != "ok":
+        from ledger.errors import LedgerError
+
+        raise LedgerError(f"cannot start recording: {answer or 'the ingester did not start'}")
+
+
+def _serve_and_exit(db, run_dir, program_pid, ready_fd) -> None:
+    import signal
+
+    status = 1
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+            signal.signal(sig, signal.SIG_IGN)  # a job's signals are the command's; this drains
+        devnull = os.open(os.devnull, os.O_RDWR)
+        os.dup2(devnull, 0)
+        os.dup2(devnull, 1)  # not one byte on the command's stdout
+        lock = spool.hold_lock(run_dir)
+        os.write(ready_fd, b"ok\n" if lock is not None else b"the run's spool is taken\n")
+        os.close(ready_fd)
+        if lock is not None:
+            serve(db, run_dir, program_pid)
+            status = 0
+    except BaseException:  # noqa: BLE001, S110 - a detached process: nothing above it to tell
+        pass
+    finally:
+        os._exit(status)
+
+
+def serve(db: str | None, run_dir: str, program_pid: int) -> None:
+    """Take the run's rows in while the command lives; drain once it is gone."""
+    import sys
+
+    from ledger.storage.open import open_ledger
+
+    config = spool.read_run(run_dir)
+    ing = RunIngester(lambda: open_ledger(db, "write"), run_dir)
+    display = _display(db)
+    answered: set[int] = set()
+    watch = _Watch(program_pid)
+    while watch.alive(0.25):
+        ing.step()
+        _answer_byes(ing, answered, display, config["run_id"])
+    deadline = time.monotonic() + LOCKED_GRACE_S
+    while True:
+        done = ing.step(final=True)
+        if (done and not _spooling_alive(run_dir)) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    line = ing.summary(display, config["run_id"])
+    if program_pid not in answered and line:
+        print(line, file=sys.stderr, flush=True)  # the command died without its goodbye
+    ing.remove_if_done()
+    if ing.ledger is not None:
+        ing.ledger.close()
+
+
+def _answer_byes(ing: RunIngester, answered: set, display: str, run_id: str) -> None:
+    for pid in ing.byes:
+        if pid in answered:
+            continue
+        ok = ing.step(final=True)
+        since = getattr(ing, "_bye_at", None) or time.monotonic()
+        ing._bye_at = since
+        if not ok and time.monotonic() - since < LOCKED_GRACE_S:
+            return  # the ledger is locked: wait a while before saying the rows were kept
+        answer = spool.done_file(ing.run_dir, pid)
+        with open(answer + ".tmp", "w", encoding="utf-8") as f:
+            f.write(ing.summary(display, run_id))
+        os.replace(answer + ".tmp", answer)
+        answered.add(pid)
+        ing._bye_at = None
+
+
+def _display(db: str | None) -> str:
+    from ledger.storage.url import resolve
+
+    return resolve(db).display
+
+
+class _Watch:
+    """Whether the command's process still runs (a pidfd where Linux has one)."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        try:
+            self.fd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            self.fd = None
+
+    def alive(self, wait: float) -> bool:
+        if self.fd is not None:
+            import select
+
+            readable, _, _ = select.select([self.fd], [], [], wait)
+            return not readable
+        time.sleep(wait)
+        return _pid_alive(self.pid)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+        return state not in (b"Z", b"X")
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+            return True
+        except OSError:
+            return False
+
+
+def _spooling_alive(run_dir: str) -> bool:
+    """Whether a process of this host that spools into the run still lives (a worker
+    that outlived the command): its rows may still come."""
+    import socket
+
+    host = socket.gethostname().replace(os.sep, "_") + "-"
+    for path in spool.spool_files(run_dir):
+        name = os.path.basename(path)[: -len(spool.SUFFIX)]
+        if name.startswith(host) and name[len(host):].isdigit() and _pid_alive(int(name[len(host):])):
+            return True
+    return False
