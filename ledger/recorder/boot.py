@@ -112,14 +112,19 @@ def recording(db: str | None = None, tag: str | None = None, *, dataset_class: s
                           cell={"dataset_class": dataset_class, "model_type": model_type,
                                 "instrument": instrument})
     config.save()
+    lock = spool.hold_lock(config.run_dir)  # the block is this run's ingester: no one else takes it in
     recorder = Recorder(config, spool.SpoolWriter(config.run_dir))
-    if not install(recorder):
-        yield None
-        return
     try:
-        yield recorder
+        if not install(recorder):
+            yield None
+            return
+        try:
+            yield recorder
+        finally:
+            uninstall(recorder)
+            line = ingest.drain_now(db, config.run_dir)
+            if line:
+                print(line, file=sys.stderr, flush=True)
     finally:
-        uninstall(recorder)
-        line = ingest.drain_now(db, config.run_dir)
-        if line:
-            print(line, file=sys.stderr, flush=True)
+        if lock is not None:
+            os.close(lock)
