@@ -92,8 +92,10 @@ CASES = ["process-fork", "process-forkserver", "process-spawn", "pool-fork", "po
 SIGNALS = {"sigterm": signal.SIGTERM, "sigint": signal.SIGINT, "sigkill": signal.SIGKILL}
 
 
-def _default_sigint():
-    signal.signal(signal.SIGINT, signal.SIG_DFL)  # a suite run in the background starts with it ignored
+# The command starts with SIGINT at its default: a suite run in the background starts
+# with it ignored, which a program keeps (and so would not die of it).
+DEFAULT_SIGINT = [PY, "-c", ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                             "os.execv(sys.argv[1], sys.argv[1:])")]
 
 
 def run_case(tmp_path, case: str, recorded: bool, db) -> tuple[int, list[str], subprocess.CompletedProcess]:
@@ -104,8 +106,8 @@ def run_case(tmp_path, case: str, recorded: bool, db) -> tuple[int, list[str], s
     if recorded:
         command = [str(LEDGER), "record", "--db", str(db), "--", *command]
     env = {**os.environ, "JAX_PLATFORMS": "cpu", "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "cache")}
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            cwd=tmp_path, preexec_fn=_default_sigint)
+    proc = subprocess.Popen([*DEFAULT_SIGINT, *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, cwd=tmp_path)
     try:
         if case in SIGNALS:
             assert proc.stdout.readline() == "compiled\n"

@@ -73,7 +73,8 @@ def recorded(tmp_path: Path, db, *command, env=None, record_args=(), **kw) -> su
     """`ledger record --db DB -- COMMAND` as a user runs it, JAX on CPU, a cache dir set."""
     environ = {**os.environ, "JAX_PLATFORMS": "cpu", "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "cache"),
                **(env or {})}
-    return subprocess.run([str(LEDGER), "record", "--db", str(db), *record_args, "--", *map(str, command)],
+    at = ["--db", str(db)] if db is not None else []  # None: the ledger from LEDGER_DB
+    return subprocess.run([str(LEDGER), "record", *at, *record_args, "--", *map(str, command)],
                           check=False, capture_output=True, text=True, cwd=tmp_path, env=environ, timeout=240, **kw)
 
 

@@ -61,10 +61,10 @@ def start_from_env() -> None:
 def unrecorded(why: str) -> None:
     """Say in the spool that this process's compiles were not recorded, and why."""
     run_dir = os.environ.get("LEDGER_RECORD")
-    if run_dir:
-        with contextlib.suppress(OSError):
-            spool.SpoolWriter(run_dir).note(spool.UNRECORDED, why=why)
-    warn_once(f"not recording: {why}")
+    try:
+        spool.SpoolWriter(run_dir).note(spool.UNRECORDED, why=why)  # the run's last line says it
+    except (OSError, TypeError):
+        warn_once(f"not recording: {why}")  # no spool to say it in: say it here
 
 
 def _goodbye(config: RecordConfig) -> None:

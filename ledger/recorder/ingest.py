@@ -26,6 +26,7 @@ from ledger.recorder.hook import warn_once
 
 HOLD_S = 10.0  # a record whose duration event never came goes in with the hook's clock
 LOCKED_GRACE_S = 5.0  # after the goodbye, how long a locked ledger is waited for
+INGESTER_BUSY_TIMEOUT_S = 0.5  # one try's wait for a locked SQLite ledger
 
 
 class RunIngester:
@@ -280,6 +281,11 @@ def _serve_and_exit(db, run_dir, program_pid, ready_fd) -> None:
     try:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
             signal.signal(sig, signal.SIG_IGN)  # a job's signals are the command's; this drains
+        from ledger.storage.sqlite_file import BUSY_TIMEOUT_ENV
+
+        # short waits on a locked ledger, tried again each step: the spool keeps the rows
+        # meanwhile, and the command's goodbye is answered within LOCKED_GRACE_S
+        os.environ[BUSY_TIMEOUT_ENV] = str(INGESTER_BUSY_TIMEOUT_S)
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 0)
         os.dup2(devnull, 1)  # not one byte on the command's stdout

@@ -101,7 +101,7 @@ def check_ledger(db: str | None):
         if not path.is_file():
             raise LedgerError(f"cannot use {path} as a ledger: not a regular file")
         try:
-            rv.gate(target.display, *rv.sqlite_status(path), "write")
+            rv.gate(target.display, *_status_without_waiting(path), "write")
         except LedgerError as err:
             if "locked" not in str(err):
                 raise  # a ledger held by another writer is no refusal: the ingester waits for it
@@ -110,6 +110,23 @@ def check_ledger(db: str | None):
         return target
     _check_creatable(path)
     return target
+
+
+def _status_without_waiting(path: Path):
+    """The file's revision, read at once: a ledger locked by another writer is no reason
+    to hold the command back (its rows wait in the spool), so no busy wait here."""
+    from ledger.storage import revisions as rv
+    from ledger.storage.sqlite_file import BUSY_TIMEOUT_ENV
+
+    saved = os.environ.get(BUSY_TIMEOUT_ENV)
+    os.environ[BUSY_TIMEOUT_ENV] = "0.05"
+    try:
+        return rv.sqlite_status(path)
+    finally:
+        if saved is None:
+            del os.environ[BUSY_TIMEOUT_ENV]
+        else:
+            os.environ[BUSY_TIMEOUT_ENV] = saved
 
 
 def _check_creatable(path: Path) -> None:
@@ -159,7 +176,7 @@ def _exec_failed(executable: str, command: list[str], env: dict, err: OSError) -
         if interpreter:
             print(f"ledger record: {executable}: {interpreter}: bad interpreter: No such file or directory",
                   file=sys.stderr, flush=True)
-            return 126
+            return 127  # as bash 5.2 has it ("cannot execute: required file not found")
     if err.errno == errno.E2BIG:
         print(f"ledger record: {command[0]}: Argument list too long", file=sys.stderr, flush=True)
         return 126
