@@ -4,27 +4,31 @@ Nothing here imports jax at package import time (``ledger --help`` must stay fas
 jax is imported inside the functions that measure. Probes hand plain dict records
 (the fields of ledger.record.PROBE_RECORD_FIELDS) to a callback and never touch a
 database.
+
+The names below are loaded on first use: a process `ledger record` records imports
+probes.evidence and probes.jax_internals at its `import jax`, and must not pay for
+the objectives and the orchestration it never uses.
 """
 
-from probes.errors import ProbeError
-from probes.objectives import BUILTINS, Objective, describe_builtins, resolve_objective
-from probes.orchestrate import run_probe
-from probes.progress import PROGRESS_PHASES, Progress
-from probes.spec import ProbeOutcome, ProbeSpec
-from probes.transforms import TRANSFORMS, describe_transforms, parse_transforms
+import importlib
 
-__all__ = [
-    "BUILTINS",
-    "PROGRESS_PHASES",
-    "TRANSFORMS",
-    "Objective",
-    "ProbeError",
-    "ProbeOutcome",
-    "ProbeSpec",
-    "Progress",
-    "describe_builtins",
-    "describe_transforms",
-    "parse_transforms",
-    "resolve_objective",
-    "run_probe",
-]
+_WHERE = {
+    "ProbeError": "probes.errors",
+    "BUILTINS": "probes.objectives", "Objective": "probes.objectives",
+    "describe_builtins": "probes.objectives", "resolve_objective": "probes.objectives",
+    "run_probe": "probes.orchestrate",
+    "PROGRESS_PHASES": "probes.progress", "Progress": "probes.progress",
+    "ProbeOutcome": "probes.spec", "ProbeSpec": "probes.spec",
+    "TRANSFORMS": "probes.transforms", "describe_transforms": "probes.transforms",
+    "parse_transforms": "probes.transforms",
+}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
