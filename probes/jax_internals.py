@@ -384,22 +384,48 @@ def module_text(computation) -> str | None:
 
 
 _MAIN_RE = re.compile(r"func\.func public @main\((.*)$", re.MULTILINE)
-_TYPE_RE = re.compile(r"tensor<([^>]*)>|![\w.]+")
-_ARGS_RE = re.compile(r"%arg\d+: (tensor<[^>]*>|![\w.]+)")
+# One MLIR type: a tensor (whose element type may nest one level: complex<f32>) or a
+# dialect type such as !stablehlo.token.
+_TYPE = r"tensor<(?:[^<>]|<[^<>]*>)*>|![\w.]+"
+_TYPE_RE = re.compile(_TYPE)
+_ARGS_RE = re.compile(rf"%arg\d+: ({_TYPE})")
+_DIMS_RE = re.compile(r"((?:(?:\d+|\?)x)*)(.*)")  # 8x5x | complex<f32> (dims: static or ?)
+_FLOAT_KIND_RE = re.compile(r"f(\d+)(E\w+)")  # f8E4M3FN, f4E2M1FN, f8E8M0FNU
+
+
+def _dtype_text(element: str) -> str:
+    """An MLIR element type spelled as JAX spells the dtype (the short names of
+    ``ShapedArray.str_short(short_dtypes=True)``): i1 -> bool, ui8 -> u8,
+    complex<f32> -> c64, f8E4M3FN -> f8_e4m3fn; f32, bf16, i32 are the same in both.
+    An element type JAX has no dtype for is kept as MLIR spells it."""
+    if element == "i1":
+        return "bool"
+    if element.startswith("ui") and element[2:].isdigit():
+        return f"u{element[2:]}"
+    if element.startswith("complex<f") and element.endswith(">") and element[9:-1].isdigit():
+        return f"c{2 * int(element[9:-1])}"
+    if (m := _FLOAT_KIND_RE.fullmatch(element)):
+        return f"f{m.group(1)}_{m.group(2).lower()}"
+    return element
 
 
 def _type_text(raw: str) -> str:
-    # "tensor<3x4xf32>" -> "f32[3,4]"; "tensor<f32>" -> "f32[]"; a token type as it is
+    # "tensor<3x4xf32>" -> "f32[3,4]"; "tensor<f32>" -> "f32[]"; "tensor<2xcomplex<f64>>"
+    # -> "c128[2]"; a token as JAX shows one ("Tok"), another dialect type as it is
+    if raw == "!stablehlo.token":
+        return "Tok"
     if not raw.startswith("tensor<"):
         return raw
-    *dims, dtype = raw[len("tensor<"):-1].split("x")
-    return f"{dtype}[{','.join(dims)}]"
+    body = raw[len("tensor<"):-1].partition(",")[0].strip()  # no encoding
+    dims, element = _DIMS_RE.match(body).groups()  # always matches: dims may be none
+    return f"{_dtype_text(element)}[{','.join(dims.split('x')[:-1])}]"
 
 
 def input_signature(text: str | None) -> str | None:
-    """The main function's argument types and, after ``->``, its result types:
-    ``f32[3,4], i32[] -> f32[3]``. Static arguments are folded into the program, so
-    the results are where most of them show (a broadcast to shape (3,) or to (5,))."""
+    """The main function's argument types and, after ``->``, its result types, each
+    spelled as JAX prints an array type: ``f32[3,4], i32[] -> c64[3]``. Static
+    arguments are folded into the program, so the results are where most of them show
+    (a broadcast to shape (3,) or to (5,))."""
     if not text or not (m := _MAIN_RE.search(text)):
         return None
     line = m.group(1)
