@@ -29,9 +29,11 @@ Importing this module does not import jax.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
 import re
+import sys
 import threading
 
 # -- jax.monitoring event names ---------------------------------------------------------
@@ -433,6 +435,105 @@ def input_signature(text: str | None) -> str | None:
     args = ", ".join(_type_text(t) for t in _ARGS_RE.findall(head))
     outs = ", ".join(_type_text(t.group(0)) for t in _TYPE_RE.finditer(results))
     return f"{args} -> {outs}".lstrip() if outs else args
+
+
+# -- eager primitive or the program's own jitted function, for `ledger record` ------------
+# Called from inside the compile_or_get_cached wrapper, so the Python stack is the
+# compile's. What JAX compiles is always a jitted function: an op run outside jit is
+# jitted by JAX itself (dispatch.apply_primitive's prim_fun, jnp's @jit helpers such as
+# _reduce_sum), so the question is whose function it is. JAX says so itself, in the
+# frames of its compile path (jax 0.4.30-0.12):
+# - pjit._pjit_call_impl_python(*args, jaxpr, ...): the traced function's source,
+#   ``jaxpr.jaxpr.debug_info.func_src_info`` ("f at FILE:LINE"); None under a transform
+#   on 0.4.30, which drops the debug info;
+# - pjit's cache_miss (the C++ fast path's fallback): ``jit_info.fun_sourceinfo``;
+# - stages' compile (``Lowered.compile()``): the program's own ahead-of-time compile.
+# A function whose source is in jax or jaxlib is JAX's own: eager. Where neither says
+# (a transpose on 0.4.30), the program's entry into JAX decides: an op, a transform
+# (jax.grad) or an array method is eager.
+FUNCTION_KIND_EAGER, FUNCTION_KIND_JIT = "eager", "jit"
+_NO_KIND = "function_kind not recorded"
+_dirs: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+
+
+def _code_dirs() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(JAX's own dirs: jax, jaxlib; every dir that is not the program's: JAX's, this
+    package's and the ledger's), each with a trailing separator; found once."""
+    global _dirs
+    if _dirs is None:
+        jax_dirs = []
+        for name in ("jax", "jaxlib"):
+            spec = importlib.util.find_spec(name)
+            if spec is not None and spec.origin:
+                jax_dirs.append(os.path.dirname(os.path.abspath(spec.origin)) + os.sep)
+        here = os.path.dirname(os.path.abspath(__file__))
+        ours = (here + os.sep, os.path.join(os.path.dirname(here), "ledger") + os.sep)
+        _dirs = (tuple(jax_dirs), (*jax_dirs, *ours))
+    return _dirs
+
+
+def _kind_of_source(src) -> str | None:
+    """"f at FILE:LINE" -> eager when FILE is JAX's own, jit otherwise; None if unparsable."""
+    if not isinstance(src, str) or " at " not in src:
+        return None
+    path = src.rpartition(" at ")[2].rpartition(":")[0]
+    if not path:
+        return None
+    if path.startswith("<"):  # <stdin>, <string>, a notebook cell: the program's
+        return FUNCTION_KIND_JIT
+    return FUNCTION_KIND_EAGER if os.path.abspath(path).startswith(_code_dirs()[0]) else FUNCTION_KIND_JIT
+
+
+def _is(frame, module_file: str, name: str, jax_dirs: tuple[str, ...]) -> bool:
+    code = frame.f_code
+    return (code.co_name == name and code.co_filename.endswith(os.sep + module_file)
+            and code.co_filename.startswith(jax_dirs))
+
+
+def function_kind(frame=None) -> str | None:
+    """Whose function this compile is: ``"eager"`` when JAX compiles an op run outside
+    jit (jnp.zeros -> jit_broadcast_in_dim, x + 1 -> jit_add, an eager jnp.sum ->
+    jax's own @jit helper jit__reduce_sum, the ops of an un-jitted jax.grad), ``"jit"``
+    when it is a jitted function of the program or of a library it uses (jax.jit(f)(x),
+    jax.jit(f).lower(x).compile(), a library's @jax.jit); None (noted) when the stack
+    says neither. Call it from inside the compile_or_get_cached wrapper: it reads the
+    Python stack of the compile, from its innermost JAX frame (``frame``: where to start
+    instead of the caller's)."""
+    try:
+        jax_dirs, not_program = _code_dirs()
+        f = frame if frame is not None else sys._getframe(1)
+        while f is not None and not f.f_code.co_filename.startswith(jax_dirs):
+            f = f.f_back  # the wrappers around compile_or_get_cached (the recorder's)
+        entry = None  # the outermost JAX frame below the program's (api_boundary's aside)
+        while f is not None:
+            code = f.f_code
+            if _is(f, "pjit.py", "_pjit_call_impl_python", jax_dirs):
+                jaxpr = f.f_locals.get("jaxpr")
+                info = getattr(getattr(jaxpr, "jaxpr", None), "debug_info", None)
+                if (kind := _kind_of_source(getattr(info, "func_src_info", None))) is not None:
+                    return kind
+            elif _is(f, "pjit.py", "cache_miss", jax_dirs):
+                jit_info = f.f_locals.get("jit_info")
+                if (kind := _kind_of_source(getattr(jit_info, "fun_sourceinfo", None))) is not None:
+                    return kind
+            elif _is(f, "stages.py", "compile", jax_dirs):
+                return FUNCTION_KIND_JIT
+            if not code.co_filename.startswith(not_program):
+                break  # the program's frame: `entry` is what it called
+            if code.co_filename.startswith(jax_dirs) and not code.co_filename.endswith(
+                    os.sep + "traceback_util.py"):
+                entry = f
+            f = f.f_back
+        if f is not None and entry is not None:
+            # the program called JAX (an op, an array method, a transform) and no jitted
+            # function of its own was found on the way to the compile
+            return FUNCTION_KIND_EAGER
+    except Exception as err:  # noqa: BLE001 - moved: the row keeps the rest
+        note(f"the compile's stack cannot be read ({type(err).__name__}: {err})", _NO_KIND)
+        return None
+    note("no pjit or stages frame names the compiled function, and no program frame called JAX",
+         _NO_KIND)
+    return None
 
 
 def process_index() -> int | None:

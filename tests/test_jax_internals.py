@@ -266,3 +266,69 @@ def test_input_signature_spells_tokens_as_jax_does():
         return x + 1
 
     assert ji.input_signature(jax.jit(ordered).lower(1.0).as_text()) == "Tok, f32[] -> Tok, f32[]"
+
+
+# -- function_kind: an eager op's compile, or the program's own jitted function ----------
+# A program run in its own process (a fresh jax: every step compiles), with the
+# compile path wrapped the way the recorder wraps it and function_kind() asked inside
+# the wrapper. Each step uses its own shapes, so that it compiles what it names.
+KIND_LIBRARY = textwrap.dedent('''
+    import jax, jax.numpy as jnp
+
+    @jax.jit
+    def lens_likelihood(x):  # a library's own jitted function (autolens-like)
+        return jnp.sum(jnp.sin(x) ** 2)
+''')
+KIND_PROGRAM = textwrap.dedent('''
+    import json, sys
+    import jax, jax.numpy as jnp
+    from probes import jax_internals as ji
+    import kindlib
+
+    seen, step = [], ["import"]
+
+    def make_wrapper(original):
+        def wrapper(*args, **kwargs):
+            name = ji.module_name(args[1])
+            seen.append((step[0], name, ji.function_kind()))
+            return original(*args, **kwargs)
+        return wrapper
+
+    assert ji.wrap_compile(make_wrapper)
+
+    def user(x):
+        return x * 3 + 1
+
+    def loss(x):
+        return jnp.sum(jnp.cos(x) * x)
+
+    step[0] = "zeros"; x = jnp.zeros(3)
+    step[0] = "add"; y = x + 1
+    step[0] = "sum"; jnp.sum(jnp.ones((2, 2)))
+    step[0] = "rfft2"; jnp.fft.rfft2(jnp.ones((4, 6)))
+    step[0] = "user_jit"; jax.jit(user)(y)
+    step[0] = "library_jit"; kindlib.lens_likelihood(y)
+    step[0] = "lower_compile"; jax.jit(lambda v: v - 2).lower(y).compile()
+    step[0] = "grad"; jax.grad(loss)(jnp.ones(7))
+    json.dump({"seen": seen, "notes": ji.notes()}, sys.stdout)
+''')
+KIND_EXPECTED = {"zeros": "eager", "add": "eager", "sum": "eager", "rfft2": "eager",
+                 "user_jit": "jit", "library_jit": "jit", "lower_compile": "jit", "grad": "eager"}
+
+
+def test_function_kind_tells_eager_ops_from_the_programs_jitted_functions(tmp_path):
+    (tmp_path / "kindlib.py").write_text(KIND_LIBRARY)
+    (tmp_path / "program.py").write_text(KIND_PROGRAM)
+    done = subprocess.run([sys.executable, "program.py"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    kinds: dict[str, set] = {}
+    for step, _name, kind in out["seen"]:
+        kinds.setdefault(step, set()).add(kind)
+    assert kinds == {step: {kind} for step, kind in KIND_EXPECTED.items()}, out["seen"]
+    names = {(step, name) for step, name, _ in out["seen"]}
+    # the program's own functions are named as JAX names them; the eager ones are JAX's
+    assert {("user_jit", "jit_user"), ("library_jit", "jit_lens_likelihood"), ("add", "jit_add"),
+            ("sum", "jit__reduce_sum")} <= names
+    assert out["notes"] == []
