@@ -36,6 +36,8 @@ import re
 import sys
 import threading
 
+from ledger.record import FUNCTION_KIND_EAGER, FUNCTION_KIND_JIT
+
 # -- jax.monitoring event names ---------------------------------------------------------
 EV_REQUEST = "/jax/compilation_cache/compile_requests_use_cache"
 EV_HIT = "/jax/compilation_cache/cache_hits"
@@ -451,7 +453,6 @@ def input_signature(text: str | None) -> str | None:
 # A function whose source is in jax or jaxlib is JAX's own: eager. Where neither says
 # (a transpose on 0.4.30), the program's entry into JAX decides: an op, a transform
 # (jax.grad) or an array method is eager.
-FUNCTION_KIND_EAGER, FUNCTION_KIND_JIT = "eager", "jit"
 _NO_KIND = "function_kind not recorded"
 _dirs: tuple[tuple[str, ...], tuple[str, ...]] | None = None
 
