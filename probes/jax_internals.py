@@ -425,18 +425,66 @@ def _type_text(raw: str) -> str:
     return f"{_dtype_text(element)}[{','.join(dims.split('x')[:-1])}]"
 
 
-def input_signature(text: str | None) -> str | None:
+def input_signature(text: str | None, avals=None) -> str | None:
     """The main function's argument types and, after ``->``, its result types, each
     spelled as JAX prints an array type: ``f32[3,4], i32[] -> c64[3]``. Static
     arguments are folded into the program, so the results are where most of them show
-    (a broadcast to shape (3,) or to (5,))."""
+    (a broadcast to shape (3,) or to (5,)).
+
+    The module has no PRNG key type (a ``key<fry>[]`` is lowered to its ``u32[2]``
+    data): ``avals`` (compile_avals(), the compile's own argument and result types)
+    gives a key its JAX spelling, where they line up one for one with the module's
+    arguments and results other than tokens."""
     if not text or not (m := _MAIN_RE.search(text)):
         return None
     line = m.group(1)
     head, _, results = line.partition(") -> ")
-    args = ", ".join(_type_text(t) for t in _ARGS_RE.findall(head))
-    outs = ", ".join(_type_text(t.group(0)) for t in _TYPE_RE.finditer(results))
-    return f"{args} -> {outs}".lstrip() if outs else args
+    args = [_type_text(t) for t in _ARGS_RE.findall(head)]
+    outs = [_type_text(t.group(0)) for t in _TYPE_RE.finditer(results)]
+    if avals is not None:
+        args, outs = _with_key_types(args, avals[0]), _with_key_types(outs, avals[1])
+    args_text, outs_text = ", ".join(args), ", ".join(outs)
+    return f"{args_text} -> {outs_text}".lstrip() if outs_text else args_text
+
+
+def _with_key_types(types: list[str], avals) -> list[str]:
+    """`types` with each extended-dtype aval (a PRNG key) spelled as JAX spells it;
+    unchanged unless the avals match the non-token types one for one."""
+    try:
+        import jax
+
+        avals = list(avals)
+        slots = [i for i, t in enumerate(types) if t != "Tok"]
+        if len(slots) != len(avals):
+            return types
+        out = list(types)
+        for i, aval in zip(slots, avals):
+            if jax.dtypes.issubdtype(aval.dtype, jax.dtypes.extended):
+                out[i] = aval.str_short(short_dtypes=True)
+        return out
+    except Exception as err:  # noqa: BLE001 - moved: the module's own types stand
+        note(f"a compile's argument types cannot be read ({type(err).__name__})",
+             "PRNG keys read as their u32 data")
+        return types
+
+
+def compile_avals(frame=None):
+    """(argument avals, result avals) of the compile in progress, from pxla's
+    UnloadedMeshExecutable.from_hlo(name, hlo, global_in_avals, global_out_avals, ...)
+    on the stack (jax 0.4.30-0.12, for a call of a jitted function and for
+    ``Lowered.compile()`` alike); None (noted) if no such frame. Call it from inside the
+    compile_or_get_cached wrapper, as function_kind()."""
+    jax_dirs = _code_dirs()[0]
+    f = frame if frame is not None else sys._getframe(1)
+    while f is not None:
+        if _is(f, "pxla.py", "from_hlo", jax_dirs):
+            ins, outs = f.f_locals.get("global_in_avals"), f.f_locals.get("global_out_avals")
+            if ins is not None and outs is not None:
+                return ins, outs
+            break
+        f = f.f_back
+    note("no pxla from_hlo frame with global_in_avals and global_out_avals", "PRNG keys read as their u32 data")
+    return None
 
 
 # -- eager primitive or the program's own jitted function, for `ledger record` ------------

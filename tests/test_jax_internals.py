@@ -332,3 +332,30 @@ def test_function_kind_tells_eager_ops_from_the_programs_jitted_functions(tmp_pa
     assert {("user_jit", "jit_user"), ("library_jit", "jit_lens_likelihood"), ("add", "jit_add"),
             ("sum", "jit__reduce_sum")} <= names
     assert out["notes"] == []
+
+
+def test_input_signature_spells_prng_keys_from_the_compiles_own_avals(monkeypatch):
+    """A key<fry>[] is lowered to its u32[2] data, so the module alone cannot say it is
+    a key; the compile's avals (compile_avals(), read inside the wrapper) can."""
+    import jax
+    from jax._src import compiler
+
+    seen = []
+    original = compiler.compile_or_get_cached
+
+    def wrapper(*args, **kwargs):
+        text = ji.module_text(args[1])
+        seen.append((ji.input_signature(text), ji.input_signature(text, ji.compile_avals())))
+        return original(*args, **kwargs)
+
+    def f(k, x):
+        return jax.random.normal(k, (3,)) + x, jax.random.split(k, 4)
+
+    key, x = jax.random.key(0), jax.numpy.ones(3)  # compiled before the wrapper is in place
+    rbg = jax.random.key(1, impl="rbg")
+    monkeypatch.setattr(compiler, "compile_or_get_cached", wrapper)
+    jax.jit(f).lower(key, x).compile()
+    jax.jit(lambda k: k).lower(rbg).compile()
+    assert seen == [("u32[2], f32[3] -> f32[3], u32[4,2]", "key<fry>[], f32[3] -> f32[3], key<fry>[4]"),
+                    ("u32[4] -> u32[4]", "key<rbg>[] -> key<rbg>[]")]
+    assert not any("argument types" in n or "from_hlo" in n for n in ji.notes())
