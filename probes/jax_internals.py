@@ -13,7 +13,11 @@ The cache evidence (probes/evidence.py) rests on names JAX does not promise to k
 - the names of the cache's config options and of their environment variables;
 - for `ledger record` (ledger/recorder): ``jax._src.compiler.compile_or_get_cached``,
   wrapped; the compiled module's ``sym_name`` and text (``mlir.module_to_string``); the
-  trace and lowering duration events; the "Not writing persistent cache entry" lines.
+  trace and lowering duration events; the "Not writing persistent cache entry" lines;
+  and, read from the compile's Python stack, the frames of pjit's
+  ``_pjit_call_impl_python`` (its ``jaxpr``'s debug info) and ``cache_miss`` (its
+  ``jit_info.fun_sourceinfo``), stages' ``compile`` (function_kind), and pxla's
+  ``from_hlo`` (its ``global_in_avals``/``global_out_avals``: compile_avals).
 
 Tested on the declared floor (jax 0.4.30) and on the newest jax by ci/jax_legs.sh.
 When one of them is missing or behaves differently, nothing raises: the probe records
