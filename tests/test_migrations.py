@@ -418,3 +418,21 @@ def test_0012_stash_goes_with_base(db):
     assert "_ledger_stash_0012" in _tables(db)
     assert run_cli("db", "downgrade", "base", "--db", db).exit_code == 0
     assert _tables(db) == {"alembic_version"}
+
+
+@pytest.mark.parametrize("down_to", ["0011", "0010"])
+def test_dropping_recorded_columns_keeps_the_cache_cells_triggers(db, down_to):
+    """SQLite drops a column by rebuilding the table, and DROP TABLE takes its triggers:
+    0009's, which tell `ledger check` that a folded row changed, must survive 0012's and
+    0011's downgrades, armed as they were."""
+    db_at(db, "head")
+    con = sqlite3.connect(db)
+    with con:  # as a fold re-arms them (ledger/watch/cells.py): the literal is the folded id
+        for name, sql in con.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'").fetchall():
+            con.execute(f"DROP TRIGGER {name}")
+            con.execute(sql.replace("<= 0", "<= 7"))
+    con.close()
+    armed = _triggers(db)
+    assert len(armed) == 3 and all("<= 7" in sql for _, sql in armed)
+    migrate(db, "downgrade", down_to)
+    assert _triggers(db) == armed
