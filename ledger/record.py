@@ -86,12 +86,18 @@ PROBE_FIELDS: dict[str, type] = {
 # (jit_caustic, jit__lambda); `input_signature` the argument types of its main function
 # (f32[3,4], ...), so two shapes of one function are two cells; `cache_not_persisted`
 # why a cold compile wrote no entry (NOT_PERSISTED_CAUSES); `command` the command line.
+# Revision 0012: `function_kind` whose function it compiled (FUNCTION_KINDS); `pid` the
+# OS process that compiled and `compile_index` the nth compile of that process in the
+# recording, from 0 (ledger/compile_counter.py).
 RECORDED_FIELDS: dict[str, type] = {
     "function": str,
     "input_signature": str,
     "cache_not_persisted": str,
     "process_index": int,
     "command": str,
+    "function_kind": str,
+    "pid": int,
+    "compile_index": int,
 }
 # Every column of compile_records besides id and record_key, in column order.
 COMPILE_FIELDS: dict[str, type] = {**LEGACY_FIELDS, **STATE_FIELDS, **PROBE_FIELDS, **RECORDED_FIELDS}
@@ -108,8 +114,13 @@ INSTRUMENT_COLUMNS = ("model_type", "transform", "jax_version", "tag", "timestam
 # the run and phase (a failed transform has no timings to tell it apart).
 KEY_FIELDS = (*LEGACY_FIELDS, "run_id", "phase")
 # ... and, for a recorded row only (a probe row's key is unchanged, so ledgers merge
-# across the revision), which compile of which process it was.
-RECORDED_KEY_FIELDS = ("function", "input_signature", "process_index", "cache_key")
+# across the revision), which compile of which process it was. pid and compile_index
+# (0012) tell apart two workers of one program, both process_index 0, compiling the
+# same function at the same signature in the same second: without them the two rows
+# had one key and the second was dropped as already there. A row where both are NULL
+# (every row before 0012) keys without them, as it did (record_validation.compile_key).
+PROCESS_KEY_FIELDS = ("pid", "compile_index")
+RECORDED_KEY_FIELDS = ("function", "input_signature", "process_index", "cache_key", *PROCESS_KEY_FIELDS)
 
 # -- the cache-state vocabulary ----------------------------------------------------
 
@@ -145,6 +156,11 @@ NOT_PERSISTED_CAUSES = (NOT_PERSISTED_COMPILE_TIME, NOT_PERSISTED_ENTRY_SIZE,
                         NOT_PERSISTED_PROCESS_INDEX, NOT_PERSISTED_UNKNOWN)
 # The transform of a recorded row: the program compiled it, no probe transform did.
 RECORDED_TRANSFORM = "recorded"
+# compile_records.function_kind: JAX compiling an op run outside jit (jnp.zeros ->
+# jit_broadcast_in_dim, an eager jnp.sum -> JAX's own @jit helper jit__reduce_sum), or a
+# jitted function of the program or of its libraries (probes/jax_internals.function_kind).
+FUNCTION_KIND_EAGER, FUNCTION_KIND_JIT = "eager", "jit"
+FUNCTION_KINDS = (FUNCTION_KIND_EAGER, FUNCTION_KIND_JIT)
 
 # -- the comparability key -----------------------------------------------------------
 # A compile time compares only within one host key and one cell. hostname is in the

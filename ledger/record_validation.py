@@ -22,9 +22,11 @@ from ledger.record import (
     CACHE_STATE_SOURCES,
     CACHE_STATES,
     COMPILE_FIELDS,
+    FUNCTION_KINDS,
     INSTRUMENT_COLUMNS,
     KEY_FIELDS,
     LEGACY_FIELDS,
+    PROCESS_KEY_FIELDS,
     RECORDED_KEY_FIELDS,
     SOURCE_RECORDED,
     STATUS_FAILED,
@@ -149,10 +151,15 @@ def key_of_values(values: tuple) -> int:
     return _digest64(data)
 
 
+_BEFORE_0012 = len(RECORDED_KEY_FIELDS) - len(PROCESS_KEY_FIELDS)
+
+
 def compile_key(row: dict) -> int:
     recorded = tuple(map(row.get, RECORDED_KEY_FIELDS))
     if all(v is None for v in recorded):  # a probe or legacy row: its key as before 0011
         return key_of_values(tuple(map(row.get, KEY_FIELDS)))
+    if all(v is None for v in recorded[_BEFORE_0012:]):  # no pid, no compile_index: as before 0012
+        recorded = recorded[:_BEFORE_0012]
     return key_of_values((*map(row.get, KEY_FIELDS), *recorded))
 
 
@@ -195,6 +202,12 @@ def compile_row(rec: dict, *, default_hardware: str | None = None) -> dict:
     elif "cache_state_source" in row:
         # Left for the backfill rule, which the importer runs as SQL afterwards.
         row["cache_state_source"] = None
+    kind = row.get("function_kind")
+    if kind is not None and kind not in FUNCTION_KINDS:
+        raise RecordError(f"function_kind {_short(kind)} is not one of {', '.join(FUNCTION_KINDS)}")
+    for name in PROCESS_KEY_FIELDS:
+        if (n := row.get(name)) is not None and n < 0:
+            raise RecordError(f"{name} is negative ({n})")
     if extras:
         row["provenance"] = _with_extras(row.get("provenance"), extras)
     row["record_key"] = compile_key(row)

@@ -13,6 +13,8 @@ models change.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from alembic import op
 
 PREFIX = "_ledger_stash_"
@@ -67,3 +69,22 @@ def drop_all() -> None:
 
 def any_set(columns: list[str]) -> str:
     return "(" + " OR ".join(f"{c} IS NOT NULL" for c in columns) + ")"
+
+
+@contextmanager
+def sqlite_triggers_kept(table: str):
+    """Around a batch operation that rebuilds `table` on SQLite (a dropped column: a
+    copy, then DROP TABLE, which drops the table's triggers with it), put its triggers
+    back as they were, armed values included (0009's cache_cells triggers). Other
+    databases alter in place and keep them."""
+    from sqlalchemy import text
+
+    bind = op.get_bind()
+    kept = []
+    if bind.dialect.name == "sqlite":
+        kept = bind.execute(text("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = :t"),
+                            {"t": table}).all()
+    yield
+    for name, sql in kept:
+        op.execute(f'DROP TRIGGER IF EXISTS "{name}"')
+        op.execute(sql)

@@ -13,7 +13,11 @@ The cache evidence (probes/evidence.py) rests on names JAX does not promise to k
 - the names of the cache's config options and of their environment variables;
 - for `ledger record` (ledger/recorder): ``jax._src.compiler.compile_or_get_cached``,
   wrapped; the compiled module's ``sym_name`` and text (``mlir.module_to_string``); the
-  trace and lowering duration events; the "Not writing persistent cache entry" lines.
+  trace and lowering duration events; the "Not writing persistent cache entry" lines;
+  and, read from the compile's Python stack, the frames of pjit's
+  ``_pjit_call_impl_python`` (its ``jaxpr``'s debug info) and ``cache_miss`` (its
+  ``jit_info.fun_sourceinfo``), stages' ``compile`` (function_kind), and pxla's
+  ``from_hlo`` (its ``global_in_avals``/``global_out_avals``: compile_avals).
 
 Tested on the declared floor (jax 0.4.30) and on the newest jax by ci/jax_legs.sh.
 When one of them is missing or behaves differently, nothing raises: the probe records
@@ -29,10 +33,14 @@ Importing this module does not import jax.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
 import re
+import sys
 import threading
+
+from ledger.record import FUNCTION_KIND_EAGER, FUNCTION_KIND_JIT
 
 # -- jax.monitoring event names ---------------------------------------------------------
 EV_REQUEST = "/jax/compilation_cache/compile_requests_use_cache"
@@ -384,29 +392,201 @@ def module_text(computation) -> str | None:
 
 
 _MAIN_RE = re.compile(r"func\.func public @main\((.*)$", re.MULTILINE)
-_TYPE_RE = re.compile(r"tensor<([^>]*)>|![\w.]+")
-_ARGS_RE = re.compile(r"%arg\d+: (tensor<[^>]*>|![\w.]+)")
+# One MLIR type: a tensor (whose element type may nest one level: complex<f32>) or a
+# dialect type such as !stablehlo.token.
+_TYPE = r"tensor<(?:[^<>]|<[^<>]*>)*>|![\w.]+"
+_TYPE_RE = re.compile(_TYPE)
+_ARGS_RE = re.compile(rf"%arg\d+: ({_TYPE})")
+_DIMS_RE = re.compile(r"((?:(?:\d+|\?)x)*)(.*)")  # 8x5x | complex<f32> (dims: static or ?)
+_FLOAT_KIND_RE = re.compile(r"f(\d+)(E\w+)")  # f8E4M3FN, f4E2M1FN, f8E8M0FNU
+
+
+def _dtype_text(element: str) -> str:
+    """An MLIR element type spelled as JAX spells the dtype (the short names of
+    ``ShapedArray.str_short(short_dtypes=True)``): i1 -> bool, ui8 -> u8,
+    complex<f32> -> c64, f8E4M3FN -> f8_e4m3fn; f32, bf16, i32 are the same in both.
+    An element type JAX has no dtype for is kept as MLIR spells it."""
+    if element == "i1":
+        return "bool"
+    if element.startswith("ui") and element[2:].isdigit():
+        return f"u{element[2:]}"
+    if element.startswith("complex<f") and element.endswith(">") and element[9:-1].isdigit():
+        return f"c{2 * int(element[9:-1])}"
+    if (m := _FLOAT_KIND_RE.fullmatch(element)):
+        return f"f{m.group(1)}_{m.group(2).lower()}"
+    return element
 
 
 def _type_text(raw: str) -> str:
-    # "tensor<3x4xf32>" -> "f32[3,4]"; "tensor<f32>" -> "f32[]"; a token type as it is
+    # "tensor<3x4xf32>" -> "f32[3,4]"; "tensor<f32>" -> "f32[]"; "tensor<2xcomplex<f64>>"
+    # -> "c128[2]"; a token as JAX shows one ("Tok"), another dialect type as it is
+    if raw == "!stablehlo.token":
+        return "Tok"
     if not raw.startswith("tensor<"):
         return raw
-    *dims, dtype = raw[len("tensor<"):-1].split("x")
-    return f"{dtype}[{','.join(dims)}]"
+    body = raw[len("tensor<"):-1].partition(",")[0].strip()  # no encoding
+    dims, element = _DIMS_RE.match(body).groups()  # always matches: dims may be none
+    return f"{_dtype_text(element)}[{','.join(dims.split('x')[:-1])}]"
 
 
-def input_signature(text: str | None) -> str | None:
-    """The main function's argument types and, after ``->``, its result types:
-    ``f32[3,4], i32[] -> f32[3]``. Static arguments are folded into the program, so
-    the results are where most of them show (a broadcast to shape (3,) or to (5,))."""
+def input_signature(text: str | None, avals=None) -> str | None:
+    """The main function's argument types and, after ``->``, its result types, each
+    spelled as JAX prints an array type: ``f32[3,4], i32[] -> c64[3]``. Static
+    arguments are folded into the program, so the results are where most of them show
+    (a broadcast to shape (3,) or to (5,)).
+
+    The module has no PRNG key type (a ``key<fry>[]`` is lowered to its ``u32[2]``
+    data): ``avals`` (compile_avals(), the compile's own argument and result types)
+    gives a key its JAX spelling, where they line up one for one with the module's
+    arguments and results other than tokens."""
     if not text or not (m := _MAIN_RE.search(text)):
         return None
     line = m.group(1)
     head, _, results = line.partition(") -> ")
-    args = ", ".join(_type_text(t) for t in _ARGS_RE.findall(head))
-    outs = ", ".join(_type_text(t.group(0)) for t in _TYPE_RE.finditer(results))
-    return f"{args} -> {outs}".lstrip() if outs else args
+    args = [_type_text(t) for t in _ARGS_RE.findall(head)]
+    outs = [_type_text(t.group(0)) for t in _TYPE_RE.finditer(results)]
+    if avals is not None:
+        args, outs = _with_key_types(args, avals[0]), _with_key_types(outs, avals[1])
+    args_text, outs_text = ", ".join(args), ", ".join(outs)
+    return f"{args_text} -> {outs_text}".lstrip() if outs_text else args_text
+
+
+def _with_key_types(types: list[str], avals) -> list[str]:
+    """`types` with each extended-dtype aval (a PRNG key) spelled as JAX spells it;
+    unchanged unless the avals match the non-token types one for one."""
+    try:
+        import jax
+
+        avals = list(avals)
+        slots = [i for i, t in enumerate(types) if t != "Tok"]
+        if len(slots) != len(avals):
+            return types
+        out = list(types)
+        for i, aval in zip(slots, avals):
+            if jax.dtypes.issubdtype(aval.dtype, jax.dtypes.extended):
+                out[i] = aval.str_short(short_dtypes=True)
+        return out
+    except Exception as err:  # noqa: BLE001 - moved: the module's own types stand
+        note(f"a compile's argument types cannot be read ({type(err).__name__})",
+             "PRNG keys read as their u32 data")
+        return types
+
+
+def compile_avals(frame=None):
+    """(argument avals, result avals) of the compile in progress, from pxla's
+    UnloadedMeshExecutable.from_hlo(name, hlo, global_in_avals, global_out_avals, ...)
+    on the stack (jax 0.4.30-0.12, for a call of a jitted function and for
+    ``Lowered.compile()`` alike); None (noted) if no such frame. Call it from inside the
+    compile_or_get_cached wrapper, as function_kind()."""
+    jax_dirs = _code_dirs()[0]
+    f = frame if frame is not None else sys._getframe(1)
+    while f is not None:
+        if _is(f, "pxla.py", "from_hlo", jax_dirs):
+            ins, outs = f.f_locals.get("global_in_avals"), f.f_locals.get("global_out_avals")
+            if ins is not None and outs is not None:
+                return ins, outs
+            break
+        f = f.f_back
+    note("no pxla from_hlo frame with global_in_avals and global_out_avals", "PRNG keys read as their u32 data")
+    return None
+
+
+# -- eager primitive or the program's own jitted function, for `ledger record` ------------
+# Called from inside the compile_or_get_cached wrapper, so the Python stack is the
+# compile's. What JAX compiles is always a jitted function: an op run outside jit is
+# jitted by JAX itself (dispatch.apply_primitive's prim_fun, jnp's @jit helpers such as
+# _reduce_sum), so the question is whose function it is. JAX says so itself, in the
+# frames of its compile path (jax 0.4.30-0.12):
+# - pjit._pjit_call_impl_python(*args, jaxpr, ...): the traced function's source,
+#   ``jaxpr.jaxpr.debug_info.func_src_info`` ("f at FILE:LINE"); None under a transform
+#   on 0.4.30, which drops the debug info;
+# - pjit's cache_miss (the C++ fast path's fallback): ``jit_info.fun_sourceinfo``;
+# - stages' compile (``Lowered.compile()``): the program's own ahead-of-time compile.
+# A function whose source is in jax or jaxlib is JAX's own: eager. Where neither says
+# (a transpose on 0.4.30), the program's entry into JAX decides: an op, a transform
+# (jax.grad) or an array method is eager.
+_NO_KIND = "function_kind not recorded"
+_dirs: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+
+
+def _code_dirs() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(JAX's own dirs: jax, jaxlib; every dir that is not the program's: JAX's, this
+    package's and the ledger's), each with a trailing separator; found once."""
+    global _dirs
+    if _dirs is None:
+        jax_dirs = []
+        for name in ("jax", "jaxlib"):
+            spec = importlib.util.find_spec(name)
+            if spec is not None and spec.origin:
+                jax_dirs.append(os.path.dirname(os.path.abspath(spec.origin)) + os.sep)
+        here = os.path.dirname(os.path.abspath(__file__))
+        ours = (here + os.sep, os.path.join(os.path.dirname(here), "ledger") + os.sep)
+        _dirs = (tuple(jax_dirs), (*jax_dirs, *ours))
+    return _dirs
+
+
+def _kind_of_source(src) -> str | None:
+    """"f at FILE:LINE" -> eager when FILE is JAX's own, jit otherwise; None if unparsable."""
+    if not isinstance(src, str) or " at " not in src:
+        return None
+    path = src.rpartition(" at ")[2].rpartition(":")[0]
+    if not path:
+        return None
+    if path.startswith("<"):  # <stdin>, <string>, a notebook cell: the program's
+        return FUNCTION_KIND_JIT
+    return FUNCTION_KIND_EAGER if os.path.abspath(path).startswith(_code_dirs()[0]) else FUNCTION_KIND_JIT
+
+
+def _is(frame, module_file: str, name: str, jax_dirs: tuple[str, ...]) -> bool:
+    code = frame.f_code
+    return (code.co_name == name and code.co_filename.endswith(os.sep + module_file)
+            and code.co_filename.startswith(jax_dirs))
+
+
+def function_kind(frame=None) -> str | None:
+    """Whose function this compile is: ``"eager"`` when JAX compiles an op run outside
+    jit (jnp.zeros -> jit_broadcast_in_dim, x + 1 -> jit_add, an eager jnp.sum ->
+    jax's own @jit helper jit__reduce_sum, the ops of an un-jitted jax.grad), ``"jit"``
+    when it is a jitted function of the program or of a library it uses (jax.jit(f)(x),
+    jax.jit(f).lower(x).compile(), a library's @jax.jit); None (noted) when the stack
+    says neither. Call it from inside the compile_or_get_cached wrapper: it reads the
+    Python stack of the compile, from its innermost JAX frame (``frame``: where to start
+    instead of the caller's)."""
+    try:
+        jax_dirs, not_program = _code_dirs()
+        f = frame if frame is not None else sys._getframe(1)
+        while f is not None and not f.f_code.co_filename.startswith(jax_dirs):
+            f = f.f_back  # the wrappers around compile_or_get_cached (the recorder's)
+        entry = None  # the outermost JAX frame below the program's (api_boundary's aside)
+        while f is not None:
+            code = f.f_code
+            if _is(f, "pjit.py", "_pjit_call_impl_python", jax_dirs):
+                jaxpr = f.f_locals.get("jaxpr")
+                info = getattr(getattr(jaxpr, "jaxpr", None), "debug_info", None)
+                if (kind := _kind_of_source(getattr(info, "func_src_info", None))) is not None:
+                    return kind
+            elif _is(f, "pjit.py", "cache_miss", jax_dirs):
+                jit_info = f.f_locals.get("jit_info")
+                if (kind := _kind_of_source(getattr(jit_info, "fun_sourceinfo", None))) is not None:
+                    return kind
+            elif _is(f, "stages.py", "compile", jax_dirs):
+                return FUNCTION_KIND_JIT
+            if not code.co_filename.startswith(not_program):
+                break  # the program's frame: `entry` is what it called
+            if code.co_filename.startswith(jax_dirs) and not code.co_filename.endswith(
+                    os.sep + "traceback_util.py"):
+                entry = f
+            f = f.f_back
+        if f is not None and entry is not None:
+            # the program called JAX (an op, an array method, a transform) and no jitted
+            # function of its own was found on the way to the compile
+            return FUNCTION_KIND_EAGER
+    except Exception as err:  # noqa: BLE001 - moved: the row keeps the rest
+        note(f"the compile's stack cannot be read ({type(err).__name__}: {err})", _NO_KIND)
+        return None
+    note("no pjit or stages frame names the compiled function, and no program frame called JAX",
+         _NO_KIND)
+    return None
 
 
 def process_index() -> int | None:

@@ -358,3 +358,81 @@ def test_base_leaves_no_ledger_table_and_upgrades_again(any_db, tmp_path):
     up = run_cli("db", "upgrade", "--db", any_db)
     assert (up.exit_code, up.output) == (0, f"at revision {HEAD}\n")
     assert query(any_db, "SELECT count(*) FROM compile_records") == [(0,)]
+
+
+# -- 0012: function_kind, pid, compile_index --------------------------------------------
+def _recorded_rows(db) -> None:
+    from ledger.storage.open import open_ledger
+    from ledger.storage.writer import add_compile_record
+
+    base = {"transform": "recorded", "compile_s": 0.25, "hardware": "local_cpu", "hostname": "node1",
+            "jax_version": "0.10.2", "mixed_precision": False, "timestamp": "2026-12-03T15:39:00",
+            "run_id": "r", "cache_state": "cold", "cache_state_source": "measured_events",
+            "function": "jit_caustic", "input_signature": "f32[3] -> f32[3]", "process_index": 0}
+    with open_ledger(str(db), "write") as ledger:
+        for rec in (dict(base, function_kind="jit", pid=4101, compile_index=0),
+                    dict(base, function_kind="jit", pid=4102, compile_index=0),  # a second worker
+                    dict(base, function="jit_add", function_kind="eager", pid=4101, compile_index=1),
+                    dict(base, function="jit_old", timestamp="2026-12-02T09:00:00"),  # written before 0012
+                    {"transform": "jit", "compile_s": 1.5, "hostname": "node1", "cache_state": "warm",
+                     "timestamp": "2026-12-01T10:00:00", "run_id": "p", "phase": "warm"}):  # a probe row
+            add_compile_record(ledger.engine, rec)
+
+
+def _triggers(db) -> list:
+    return query(db, "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' ORDER BY name")
+
+
+def test_0012_downgrade_keeps_function_kind_pid_and_compile_index_aside_and_back(any_db):
+    """`ledger db downgrade 0011` then `ledger db upgrade` gives back every value of the
+    three columns, through the real revision chain; record_key is untouched."""
+    db = any_db
+    _recorded_rows(db)
+    everything = ("SELECT id, function, function_kind, pid, compile_index, record_key, tag, compile_s"
+                  " FROM compile_records ORDER BY id")
+    before = query(db, everything)
+    assert [r[1:5] for r in before] == [("jit_caustic", "jit", 4101, 0), ("jit_caustic", "jit", 4102, 0),
+                                        ("jit_add", "eager", 4101, 1), ("jit_old", None, None, None),
+                                        (None, None, None, None)]
+    assert len({r[5] for r in before}) == 5
+    triggers = None if isinstance(db, PgDb) else _triggers(db)
+
+    down = run_cli("db", "downgrade", "0011", "--db", db)
+    assert (down.exit_code, down.output) == (0, "at revision 0011\n"), down.output
+    cols = {c["name"] for c in inspect(create_engine(db.url if isinstance(db, PgDb) else f"sqlite:///{db}"))
+            .get_columns("compile_records")}
+    assert not {"function_kind", "pid", "compile_index"} & cols
+    # only the rows that had something to keep
+    assert query(db, "SELECT count(*) FROM _ledger_stash_0012") == [(3,)]
+    if triggers is not None:  # SQLite rebuilt the table to drop the columns: 0009's triggers are back
+        assert _triggers(db) == triggers and len(triggers) == 3
+    up = run_cli("db", "upgrade", "--db", db)
+    assert (up.exit_code, up.output) == (0, f"at revision {HEAD}\n"), up.output
+    assert query(db, everything) == before
+    assert "_ledger_stash_0012" not in _tables(db)
+
+
+def test_0012_stash_goes_with_base(db):
+    _recorded_rows(db)
+    migrate(db, "downgrade", "0010")
+    assert "_ledger_stash_0012" in _tables(db)
+    assert run_cli("db", "downgrade", "base", "--db", db).exit_code == 0
+    assert _tables(db) == {"alembic_version"}
+
+
+@pytest.mark.parametrize("down_to", ["0011", "0010"])
+def test_dropping_recorded_columns_keeps_the_cache_cells_triggers(db, down_to):
+    """SQLite drops a column by rebuilding the table, and DROP TABLE takes its triggers:
+    0009's, which tell `ledger check` that a folded row changed, must survive 0012's and
+    0011's downgrades, armed as they were."""
+    db_at(db, "head")
+    con = sqlite3.connect(db)
+    with con:  # as a fold re-arms them (ledger/watch/cells.py): the literal is the folded id
+        for name, sql in con.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'").fetchall():
+            con.execute(f"DROP TRIGGER {name}")
+            con.execute(sql.replace("<= 0", "<= 7"))
+    con.close()
+    armed = _triggers(db)
+    assert len(armed) == 3 and all("<= 7" in sql for _, sql in armed)
+    migrate(db, "downgrade", down_to)
+    assert _triggers(db) == armed

@@ -5,7 +5,9 @@ being dropped by the child-process reader or moved into provenance by the import
 from __future__ import annotations
 
 import json
+import re
 
+import pytest
 import sqlalchemy as sa
 
 from ledger.record import COMPILE_FIELDS, PROBE_RECORD_FIELDS, blank_record
@@ -68,3 +70,95 @@ def test_a_real_probe_record_lands_field_for_field(db):
         assert {"trace_s", "compile_s", "first_s", "steady_s", "cache_state", "hostname",
                 "host_cpu_count", "jax_version", "model_type", "run_id"} <= filled
         assert row[names.index("model_type")] == "contract"
+
+
+# -- a recorded row's identity (revision 0012): which compile of which process ----------
+RECORDED = {"transform": "recorded", "compile_s": 0.25, "hardware": "local_cpu", "hostname": "node1",
+            "jax_version": "0.10.2", "mixed_precision": False, "timestamp": "2026-12-03T15:39:00",
+            "run_id": "b51badee556f", "cache_state": "cold", "function": "jit_caustic",
+            "input_signature": "f32[3] -> f32[3]", "process_index": 0, "cache_key": "jit_caustic-abc"}
+PROBE = {"transform": "vag", "compile_s": 9.9, "hostname": "n1", "timestamp": "2026-12-01T10:00:00",
+         "run_id": "r1", "phase": "cold", "cache_state": "cold"}
+
+
+def test_a_row_without_pid_and_compile_index_keeps_the_key_it_had():
+    """The keys compile_row gave before 0012 (computed then, written here): every
+    existing row, probe rows and recorded rows alike, keeps its record_key, so a merge
+    or a re-import across the revision finds the rows it already has."""
+    from ledger.record_validation import compile_row
+
+    assert compile_row(RECORDED)["record_key"] == -1306406742385409069
+    assert compile_row(PROBE)["record_key"] == 3214504420565790325
+    assert compile_row(dict(RECORDED, function_kind="jit"))["record_key"] == -1306406742385409069
+
+
+def test_two_workers_compiling_the_same_thing_in_the_same_second_are_two_rows(db):
+    from ledger.record_validation import compile_row
+    from ledger.storage.open import open_ledger
+    from ledger.storage.writer import add_compile_record
+
+    a = dict(RECORDED, function_kind="jit", pid=4101, compile_index=0)
+    b = dict(a, pid=4102)  # a second multiprocessing worker, also process_index 0
+    keys = {compile_row(r)["record_key"] for r in (RECORDED, a, b, dict(a, compile_index=1))}
+    assert len(keys) == 4
+    with open_ledger(str(db), "write") as ledger:
+        add_compile_record(ledger.engine, a)
+        add_compile_record(ledger.engine, b)
+    assert query(db, "SELECT function, function_kind, pid, compile_index FROM compile_records ORDER BY id") == [
+        ("jit_caustic", "jit", 4101, 0), ("jit_caustic", "jit", 4102, 0)]
+    # the same compile of the same process is one row: an import of it again adds nothing
+    (db.parent / "again.json").write_text(json.dumps([a, b]))
+    result = run_cli("import", db.parent / "again.json", "--db", db)
+    assert result.exit_code == 0, result.output
+    assert query(db, "SELECT count(*) FROM compile_records") == [(2,)]
+
+
+def test_function_kind_pid_and_compile_index_are_validated():
+    from ledger.record_validation import RecordError, compile_row
+
+    for bad, says in ((dict(RECORDED, function_kind="lazy"), "function_kind 'lazy' is not one of eager, jit"),
+                      (dict(RECORDED, pid=-1), "pid is negative (-1)"),
+                      (dict(RECORDED, compile_index=-3), "compile_index is negative (-3)"),
+                      (dict(RECORDED, compile_index="0"), "compile_index is not an integer ('0')"),
+                      (dict(RECORDED, pid=1.5), "pid is not an integer (1.5)")):
+        with pytest.raises(RecordError, match=f"^{re.escape(says)}$"):
+            compile_row(bad)
+    assert compile_row(dict(RECORDED, function_kind="eager", pid=0, compile_index=0))["compile_index"] == 0
+
+
+def test_compile_counter_counts_each_process_from_zero():
+    import os
+
+    from ledger.compile_counter import CompileCounter
+
+    counter = CompileCounter()
+    me = os.getpid()
+    assert [counter.next() for _ in range(3)] == [(me, 0), (me, 1), (me, 2)]
+    assert counter.next() == (me, 3)
+
+
+@pytest.mark.fork
+@pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")  # JAX's at-fork warning, when a test imported it
+def test_a_forked_worker_counts_its_own_compiles_from_zero():
+    """multiprocessing's fork (Linux's default before Python 3.14): the worker inherits
+    the recording's counter as it stood, and its first compile is its own 0."""
+    import os
+
+    from ledger.compile_counter import CompileCounter
+
+    counter = CompileCounter()
+    me = os.getpid()
+    assert [counter.next() for _ in range(3)] == [(me, 0), (me, 1), (me, 2)]
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # the worker: two compiles, reported, and gone without pytest's teardown
+        try:
+            os.write(write, json.dumps([counter.next(), counter.next()]).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as f:
+        seen = json.loads(f.read())
+    os.waitpid(child, 0)
+    assert seen == [[child, 0], [child, 1]]
+    assert counter.next() == (me, 3)

@@ -19,6 +19,7 @@ import json
 
 import sqlalchemy as sa
 from alembic import op
+from ledger_stash import sqlite_triggers_kept
 
 revision = "0011"
 down_revision = "0010"
@@ -76,6 +77,7 @@ def downgrade() -> None:
     with op.batch_alter_table("pins") as batch:
         for name, _ in reversed(PIN_COLUMNS):
             batch.drop_column(name)
-    with op.batch_alter_table("compile_records") as batch:
+    # SQLite drops columns by rebuilding the table, and 0009's triggers with it
+    with sqlite_triggers_kept("compile_records"), op.batch_alter_table("compile_records") as batch:
         for name, _ in reversed(RECORD_COLUMNS):
             batch.drop_column(name)
