@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 
+from ledger.compile_counter import CompileCounter
 from ledger.record import (
     COLD,
     NONE,
@@ -62,7 +63,8 @@ class Recorder:
         self._static: dict | None = None
         self._process_index: int | None = None
         self._known_entries: dict[str, int] = {}  # cache dir -> entries, counted once
-        self._pid, self._index = os.getpid(), 0
+        self._entries_pid = os.getpid()
+        self._counter = CompileCounter()
 
     def _entries(self, cache_dir: str | None) -> int | None:
         """Entries in the cache dir before a compile: counted at this process's first
@@ -70,20 +72,14 @@ class Recorder:
         cost a program of many small compiles a scan each, of a dir that grows)."""
         from probes import evidence
 
+        if self._entries_pid != os.getpid():  # a forked child: its dir may have moved on since
+            self._entries_pid, self._known_entries = os.getpid(), {}
         if not cache_dir or not evidence._Events.listening or cache_dir not in self._known_entries:
             n = evidence.count_cache_entries(cache_dir)
             if cache_dir and n is not None and evidence._Events.listening:
                 self._known_entries[cache_dir] = n
             return n
         return self._known_entries[cache_dir]
-
-    def _next_index(self) -> int:
-        """The nth compile of this process; a forked child counts from 0 (its pid is new)."""
-        with self._lock:
-            if self._pid != os.getpid():
-                self._pid, self._index, self._known_entries = os.getpid(), 0, {}
-            self._index += 1
-            return self._index - 1
 
     # -- jax.monitoring ----------------------------------------------------------------
     def on_duration(self, event, duration, **kwargs):
@@ -138,11 +134,13 @@ class Recorder:
         rec.update(self.static_fields())
         text = ji.module_text(computation)
         cache_dir = ji.option(ji.OPT_CACHE_DIR) or None
-        kind = getattr(ji, "function_kind", None)
+        pid, index = self._counter.next()
         rec.update({
             "function": ji.module_name(computation),
-            "function_kind": kind() if kind is not None else None,
-            "input_signature": ji.input_signature(text),
+            # both read the compile's stack: called here, inside the wrapper
+            "function_kind": ji.function_kind(),
+            "input_signature": ji.input_signature(text, ji.compile_avals()),
+            "pid": pid, "compile_index": index,
             "program_fingerprint": hashlib.sha256(text.encode()).hexdigest() if text else None,
             "trace_s": self._trace_s + self._lower_s,
             "cache_dir": str(cache_dir) if cache_dir else None,
@@ -194,7 +192,6 @@ class Recorder:
             prov["jax_internals"] = ji.notes()
         rec["_provenance"] = {**self._process_provenance(), **prov}
         rec["compile_s"] = wall  # JAX's own backend duration replaces it (an amend line)
-        rec["pid"], rec["compile_index"] = os.getpid(), self._next_index()
         rec.update(_host_now())
 
     def _process_provenance(self) -> dict:
