@@ -22,7 +22,7 @@ _WHERE = {
     "TRANSFORMS": "probes.transforms", "describe_transforms": "probes.transforms",
     "parse_transforms": "probes.transforms",
 }
-__all__ = sorted(_WHERE)
+__all__ = list(_WHERE)  # the names above, loaded on first use
 
 
 def __getattr__(name: str):
