@@ -2,93 +2,33 @@
 
 Each command resolves the database, calls one library function and prints. User
 errors are LedgerError, turned into one line on stderr and a non-zero exit at the
-root (LedgerGroup); `--traceback` shows the traceback instead. Heavy imports
+root (ledger/cli/group.py); `--traceback` shows the traceback instead. Heavy imports
 (SQLAlchemy, alembic, jax) happen inside commands so `ledger --help` stays fast.
+
+The app and its commands are in ledger/cli/app.py, loaded on first use: `ledger record`
+starts alone (ledger/cli/record.py), since what it costs before the program runs is
+added to every recorded run.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import typer
-from typer.core import TyperGroup
-
-from ledger.errors import LedgerError, first_line, one_line
-
-_TRACEBACK = "ledger.traceback"
+import sys
 
 
-def _as_ledger_error(exc: Exception) -> LedgerError | None:
-    if isinstance(exc, LedgerError):
-        return exc
-    module = type(exc).__module__
-    if module.startswith("sqlalchemy"):
-        from ledger.storage.url import redact
+def __getattr__(name: str):
+    if name == "app":
+        from ledger.cli.app import app
 
-        return LedgerError(f"database error: {redact(first_line(exc))}")
-    if module.startswith("alembic") and type(exc).__name__ == "CommandError":
-        return LedgerError(f"migration error: {exc}")
-    return None
-
-
-class LedgerGroup(TyperGroup):
-    def invoke(self, ctx: typer.Context):
-        try:
-            return super().invoke(ctx)
-        except Exception as exc:
-            error = _as_ledger_error(exc)
-            if error is None or ctx.meta.get(_TRACEBACK):
-                raise
-            typer.echo(f"error: {one_line(str(error))}", err=True)
-            ctx.exit(error.exit_code)
-
-
-app = typer.Typer(
-    cls=LedgerGroup,
-    help="Per-transform JAX compile measurements, with a measured cache_state, in SQLite.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-)
-
-
-
-def _print_version(value: bool) -> None:
-    if value:
-        import ledger
-
-        typer.echo(f"ledger {ledger.__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(
-    ctx: typer.Context,
-    traceback: Annotated[bool, typer.Option("--traceback", help="Show tracebacks for errors.")] = False,
-    version: Annotated[
-        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
-    ] = False,
-) -> None:
-    ctx.meta[_TRACEBACK] = traceback
-
-
-from ledger.cli import db, legacy, merge, pins, predict, probe, record, report, sql, sweep, watch
-
-app.command("import")(legacy.import_cmd)
-app.command("export")(legacy.export_cmd)
-app.command("merge")(merge.merge_cmd)
-app.command("sql")(sql.sql_cmd)
-app.command("probe")(probe.probe_cmd)
-app.command("objectives")(probe.objectives_cmd)
-app.command("predict")(predict.predict_cmd)
-app.command("record", context_settings={"allow_interspersed_args": False})(record.record_cmd)
-app.add_typer(db.app, name="db")
-app.add_typer(pins.app, name="pins")
-app.add_typer(sweep.app, name="sweep")
-app.command("check")(watch.check_cmd)
-app.command("explain")(watch.explain_cmd)
-app.command("report")(report.report_cmd)
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["record"]:
+        from ledger.cli.record import record_alone
+
+        record_alone(sys.argv[2:])
+        return
+    from ledger.cli.app import app
+
     app()

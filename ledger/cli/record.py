@@ -32,3 +32,14 @@ def record_cmd(
     status = exec_recorded(list(command), db, tag,
                            {"dataset_class": dataset_class, "model_type": model_type, "instrument": instrument})
     raise typer.Exit(status)
+
+
+def record_alone(args: list[str]) -> None:
+    """`ledger record ...` without loading every other command: the same command,
+    options and error handling, in a group of one."""
+    from ledger.cli.group import LedgerGroup
+
+    app = typer.Typer(cls=LedgerGroup, pretty_exceptions_enable=False, add_completion=False)
+    app.callback()(lambda: None)  # a group, as in the full app: `record` is a command name
+    app.command("record", context_settings={"allow_interspersed_args": False})(record_cmd)
+    app(args=["record", *args], prog_name="ledger")

@@ -74,6 +74,8 @@ def _goodbye(config: RecordConfig) -> None:
     if _process is not None:
         _process.active = False
     try:
+        if not _anything_spooled(config.run_dir):
+            return  # nothing compiled in any process of the run: nothing to wait for
         _process.spool.note(spool.BYE)
         answer = spool.done_file(config.run_dir, os.getpid())
         deadline = time.monotonic() + GOODBYE_WAIT_S
@@ -88,6 +90,18 @@ def _goodbye(config: RecordConfig) -> None:
             print(line, file=sys.stderr, flush=True)
     except Exception as err:  # noqa: BLE001 - exiting: one line at most
         warn_once("could not wait for the ledger", err)
+
+
+def _anything_spooled(run_dir: str) -> bool:
+    """Whether any process of the run spooled a compile (a file past its first line)."""
+    for path in spool.spool_files(run_dir):
+        try:
+            with open(path, "rb") as f:
+                if f.read().count(b"\n") > 1:
+                    return True
+        except OSError:
+            continue
+    return False
 
 
 def _resolved_target(db: str | None):

@@ -27,6 +27,7 @@ from ledger.recorder.hook import warn_once
 HOLD_S = 10.0  # a record whose duration event never came goes in with the hook's clock
 LOCKED_GRACE_S = 5.0  # after the goodbye, how long a locked ledger is waited for
 INGESTER_BUSY_TIMEOUT_S = 0.5  # one try's wait for a locked SQLite ledger
+TICK_S = 0.05  # how often the spool is read while the command runs (a few syscalls; a goodbye waits on it)
 
 
 class RunIngester:
@@ -312,7 +313,7 @@ def serve(db: str | None, run_dir: str, program_pid: int) -> None:
     display = _display(db)
     answered: set[int] = set()
     watch = _Watch(program_pid)
-    while watch.alive(0.25):
+    while watch.alive(TICK_S):
         ing.step()
         _answer_byes(ing, answered, display, config["run_id"])
     deadline = time.monotonic() + LOCKED_GRACE_S
