@@ -5,7 +5,7 @@ errors are LedgerError, turned into one line on stderr and a non-zero exit at th
 root (ledger/cli/group.py); `--traceback` shows the traceback instead. Heavy imports
 (SQLAlchemy, alembic, jax) happen inside commands so `ledger --help` stays fast.
 
-The app and its commands are in ledger/cli/app.py, loaded on first use: `ledger record`
+The app and its commands are in ledger/cli/commands.py, loaded on first use: `ledger record`
 starts alone (ledger/cli/record.py), since what it costs before the program runs is
 added to every recorded run.
 """
@@ -17,7 +17,7 @@ import sys
 
 def __getattr__(name: str):
     if name == "app":
-        from ledger.cli.app import app
+        from ledger.cli.commands import app
 
         return app
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -29,6 +29,6 @@ def main() -> None:
 
         record_alone(sys.argv[2:])
         return
-    from ledger.cli.app import app
+    from ledger.cli.commands import app
 
     app()
