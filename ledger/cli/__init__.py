@@ -25,6 +25,9 @@ def __getattr__(name: str):
 
 def main() -> None:
     if sys.argv[1:2] == ["record"]:
+        from ledger.recorder import argv
+
+        argv.run(sys.argv[2:])  # the plain form, without Typer; else Typer reads it
         from ledger.cli.record import record_alone
 
         record_alone(sys.argv[2:])
