@@ -707,3 +707,48 @@ def test_pins_update_with_filters_that_match_no_row_says_so(any_db, filters, sho
     assert (matching.exit_code, matching.stdout.splitlines()[-1]) == (0, "6 pins: 6 new, 0 repinned, 0 unchanged")
     again = run_cli("pins", "update", "--hostname", "euclid-ral-compute-22", "--db", any_db)
     assert again.stdout == "6 pins: 0 new, 0 repinned, 6 unchanged\n"
+
+
+# -- rows: import and merge hold the tag and the cell to one rule ---------------------------
+# ledger/record_validation.check_text_value: one line of printable text (no control
+# character, no line or paragraph separator), storable, at most TEXT_VALUE_MAX characters.
+
+ONE_LINE = "; a tag or cell value is one line of printable text"
+
+ROW_CASES = {
+    "tag": ("a\nregression x", "tag holds a control character ('\\n')" + ONE_LINE),
+    "dataset_class": ("d\rx", "dataset_class holds a control character ('\\r')" + ONE_LINE),
+    "instrument": ("\x1b[31mred", "instrument holds a control character ('\\x1b')" + ONE_LINE),
+    "model_type": ("m\u2029", "model_type holds a control character ('\\u2029')" + ONE_LINE),
+    "transform": ("j\tit", "transform holds a control character ('\\t')" + ONE_LINE),
+}
+
+
+@pytest.mark.parametrize("plain", [True, False], ids=["legacy-fields", "with-extras"])
+@pytest.mark.parametrize("field", ROW_CASES)
+def test_import_refuses_a_control_character_in_the_tag_or_cell_naming_the_record(tmp_path, field, plain):
+    """Both paths of the importer: a file of legacy fields only (checked a column at a
+    time) and one with other fields (a record at a time)."""
+    value, words = ROW_CASES[field]
+    good = dict(GOOD) if plain else dict(GOOD, note="extra")
+    path = tmp_path / "in.json"
+    path.write_text(json.dumps([good, dict(good, **{field: value})]))
+    db = tmp_path / "ledger.db"
+    result = run_cli("import", path, "--db", db)
+    _no_exception(result)
+    assert (result.exit_code, result.stdout, result.stderr) == (1, "", f"error: {path}: record 1: {words}\n")
+    long = dict(good, **{field: "x" * 201})
+    path.write_text(json.dumps([long]))
+    result = run_cli("import", path, "--db", db)
+    assert result.stderr == f"error: {path}: record 0: {field} is 201 characters long; a tag or cell value is at most 200\n"
+    path.write_text(json.dumps([dict(good, **{field: "y" * 200 + ""}), dict(good, tag="it's \"q\"")]))
+    assert run_cli("import", path, "--db", db).exit_code == 0
+
+
+def test_a_sibling_records_tag_is_held_to_the_rule_too(tmp_path):
+    path = tmp_path / "in.json"
+    path.write_text(json.dumps([dict(SIBLING, tag="export\nprobe")]))
+    result = run_cli("import", path, "--db", tmp_path / "ledger.db")
+    words = f"tag holds a control character ('\\n'){ONE_LINE}"
+    assert (result.exit_code, result.stderr) == (1, f"error: {path}: record 0: {words}\n")
+
