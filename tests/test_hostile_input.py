@@ -25,6 +25,8 @@ import math
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -35,7 +37,7 @@ from hypothesis import strategies as st
 
 from ledger.record import LEGACY_FIELDS
 
-from .conftest import CORPUS, PG_ENV, PgDb, compile_records_of_corpus, run_cli
+from .conftest import CORPUS, PG_ENV, PgDb, compile_records_of_corpus, query, run_cli
 
 GOOD = compile_records_of_corpus()[0]
 SIBLING = {"serialize_s": 0.5, "deserialize_s": 0.25, "blob_mb": 3.0, "tag": "export-probe", "model_type": "mge"}
@@ -752,3 +754,112 @@ def test_a_sibling_records_tag_is_held_to_the_rule_too(tmp_path):
     words = f"tag holds a control character ('\\n'){ONE_LINE}"
     assert (result.exit_code, result.stderr) == (1, f"error: {path}: record 0: {words}\n")
 
+
+# -- tags and cell values typed on the command line -----------------------------------------
+# One rule (ledger/record_validation.check_text_value), checked as the option is parsed:
+# a value that is not UTF-8 (argv carries the byte as a lone surrogate), holds a control
+# character or line separator, or is over TEXT_VALUE_MAX characters is refused in one
+# line before any work, and a row written later never holds one. A quote is text.
+
+BAD_VALUES = {
+    "newline": ("a\nregression x", "holds a control character ('\\n')" + ONE_LINE),
+    "separator": ("a\u2028b", "holds a control character ('\\u2028')" + ONE_LINE),
+    "escape": ("\x1b[2Jred", "holds a control character ('\\x1b')" + ONE_LINE),
+    "surrogate": ("a\udcff", "is not storable text (a NUL character or invalid UTF-8)"),
+    "huge": ("t" * 100_000, "is 100000 characters long; a tag or cell value is at most 200"),
+}
+TEXT_OPTIONS = {"probe": ("--tag", "--dataset-class", "--instrument", "--model-type"),
+                "predict": ("--dataset-class", "--instrument", "--model-type")}
+FINE = {"--tag": "it's \"quoted\" `x` $HOME ; café ✓", "--dataset-class": "d'q\"" + "x" * 195,
+        "--instrument": "i \\n not a newline", "--model-type": "m<!-- -->"}
+
+
+def _no_work(monkeypatch) -> None:
+    import probes
+    from ledger.predict import run
+
+    def worked(*args, **kwargs):
+        raise AssertionError("work was done before the option was checked")
+
+    monkeypatch.setattr(probes, "run_probe", worked)
+    monkeypatch.setattr(run, "compute", worked)
+
+
+@pytest.mark.parametrize("value, words", BAD_VALUES.values(), ids=list(BAD_VALUES))
+@pytest.mark.parametrize("command, option", [(c, o) for c, opts in TEXT_OPTIONS.items() for o in opts])
+def test_a_bad_tag_or_cell_value_is_refused_before_any_work(tmp_path, monkeypatch, command, option, value, words):
+    """It was probed first (minutes of compiles) and refused at the write, or (a newline)
+    stored, to print a forged line in `pins update` later. `predict` exits 2 on a usage
+    error (1 says a transform is cold)."""
+    _no_work(monkeypatch)
+    db, cache = tmp_path / "ledger.db", tmp_path / "cache"
+    result = run_cli(command, "-o", "toy", "-t", "jit", "--cache-dir", cache, option, value, "--db", db)
+    _no_exception(result)
+    assert (result.exit_code, result.stdout, result.stderr) == (
+        2 if command == "predict" else 1, "", f"error: {option} {words}\n")
+    assert not db.exists() and not cache.exists()  # nothing made: it stopped at the option
+
+
+def test_quotes_and_other_text_are_accepted_and_stored_exactly(tmp_path, monkeypatch):
+    """A value the rule admits goes through the probe's whole path to the row as typed
+    (a fake probe hands the record over: the writer and the validator are real)."""
+    import probes
+    from ledger.record import blank_record
+    from probes import ProbeOutcome
+
+    def probed(spec, on_record, on_progress):
+        rec = dict(blank_record(), **spec.cell(), tag=spec.tag, transform="jit", objective=spec.objective,
+                   run_id="r1", status="ok", compile_s=1.0, cache_state="cold", cache_state_source="measured_files")
+        on_record(rec)
+        return ProbeOutcome(run_id="r1", records=[rec])
+
+    monkeypatch.setattr(probes, "run_probe", probed)
+    db = tmp_path / "ledger.db"
+    result = run_cli("probe", "-o", "toy", "-t", "jit", *[a for o, v in FINE.items() for a in (o, v)], "--db", db)
+    assert result.exit_code == 0, result.output
+    assert query(db, "SELECT tag, dataset_class, instrument, model_type FROM compile_records") == [tuple(FINE.values())]
+
+
+def test_predict_accepts_a_quote(tmp_path, monkeypatch):
+    from ledger.errors import LedgerError
+    from ledger.predict import run
+
+    def computed(spec):
+        raise LedgerError(f"computed {spec.dataset_class} {spec.model_type}")
+
+    monkeypatch.setattr(run, "compute", computed)
+    result = run_cli("predict", "-o", "toy", "-t", "jit", "--cache-dir", tmp_path / "cache",
+                     "--dataset-class", FINE["--dataset-class"], "--model-type", FINE["--model-type"])
+    assert result.stderr == f"error: computed {FINE['--dataset-class']} {FINE['--model-type']}\n"
+
+
+def _recorded(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    """`ledger record` as a user runs it: in a process of its own (it execs the command)."""
+    from .case_kinds import LEDGER
+
+    return subprocess.run([str(LEDGER), "record", *args], check=False, capture_output=True, text=True, cwd=tmp_path,
+                          timeout=120, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+
+
+RECORD_CASES = [*((o, *BAD_VALUES["newline"]) for o in TEXT_OPTIONS["probe"]),
+                *(("--tag", *BAD_VALUES[k]) for k in ("separator", "surrogate", "huge"))]
+
+
+@pytest.mark.parametrize("option, value, words", RECORD_CASES,
+                         ids=[f"{o}-{k}" for o, k in zip([c[0] for c in RECORD_CASES],
+                                                          ["newline"] * 4 + ["separator", "surrogate", "huge"])])
+def test_record_refuses_a_bad_value_without_running_the_command(tmp_path, option, value, words):
+    """`ledger record --tag $'a\\nb' -- CMD`: refused before CMD starts (a byte that is
+    not UTF-8 reaches argv as a lone surrogate; subprocess passes it back as the byte)."""
+    db = tmp_path / "ledger.db"
+    done = _recorded(tmp_path, option, value, "--db", str(db), "--", sys.executable, "-c", "print('the command ran')")
+    assert (done.returncode, done.stdout, done.stderr) == (1, "", f"error: {option} {words}\n")
+    assert not db.exists()
+
+
+def test_record_stores_a_quoted_tag_exactly(tmp_path):
+    db = tmp_path / "ledger.db"
+    done = _recorded(tmp_path, "--tag", FINE["--tag"], "--model-type", FINE["--model-type"], "--db", str(db), "--",
+                     sys.executable, "-c", "import jax; print(jax.jit(lambda x: x + 1)(1.0))")
+    assert (done.returncode, done.stdout) == (0, "2.0\n"), done.stderr
+    assert set(query(db, "SELECT tag, model_type FROM compile_records")) == {(FINE["--tag"], FINE["--model-type"])}
