@@ -863,3 +863,16 @@ def test_record_stores_a_quoted_tag_exactly(tmp_path):
                      sys.executable, "-c", "import jax; print(jax.jit(lambda x: x + 1)(1.0))")
     assert (done.returncode, done.stdout) == (0, "2.0\n"), done.stderr
     assert set(query(db, "SELECT tag, model_type FROM compile_records")) == {(FINE["--tag"], FINE["--model-type"])}
+
+
+@pytest.mark.parametrize("field", ["tag", "dataset_class", "instrument", "model_type"])
+def test_probe_spec_holds_its_text_to_the_rule_too(tmp_path, field):
+    """What does not come through the options (a sweep's task calls the probe command
+    directly; probes' Python API) is refused where the spec is made, before a compile."""
+    from probes import ProbeError, ProbeSpec
+
+    with pytest.raises(ProbeError) as refused:
+        ProbeSpec.make(objective="toy", cache_dir=str(tmp_path / "cache"), **{field: "a\nb"})
+    assert str(refused.value) == f"{field} holds a control character ('\\n'){ONE_LINE}"
+    assert not (tmp_path / "cache").exists()
+    assert ProbeSpec.make(objective="toy", **{field: FINE["--tag"]}).is_valid
