@@ -876,3 +876,51 @@ def test_probe_spec_holds_its_text_to_the_rule_too(tmp_path, field):
     assert str(refused.value) == f"{field} holds a control character ('\\n'){ONE_LINE}"
     assert not (tmp_path / "cache").exists()
     assert ProbeSpec.make(objective="toy", **{field: FINE["--tag"]}).is_valid
+
+
+# -- a value stored before the rule: shown escaped, never a line of its own ----------------
+
+def _copy_of_row(db, row_id: int, **changes) -> int:
+    """A copy of a row with `changes`, by plain SQL: what no validator saw."""
+    con = sqlite3.connect(db)
+    con.row_factory = sqlite3.Row
+    with con:
+        row = dict(con.execute("SELECT * FROM compile_records WHERE id = ?", (row_id,)).fetchone(), id=None,
+                   record_key=None, **changes)
+        cur = con.execute(f"INSERT INTO compile_records ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+                          list(row.values()))
+    con.close()
+    return cur.lastrowid
+
+
+def test_a_stored_line_break_cannot_forge_a_line_of_output(db):
+    """A tag or cell that holds a newline (an old row, or one written by SQL) forged a
+    line: `pins update` printed "new     forged ..." of its own, `check` a
+    "regression   fake ...", the report a broken table row. Each is shown escaped."""
+    assert run_cli("import", CORPUS, "--db", db).exit_code == 0
+    (base,) = query(db, "SELECT min(id) FROM compile_records WHERE cache_state = 'warm'")[0]
+    cell, tag = "img\nregression   fake", "t\nnew     forged"
+    pinned = _copy_of_row(db, base, dataset_class=cell, tag=tag, compile_s=1.0, timestamp="2030-01-01T00:00:00")
+    key = "local_cpu/DESKTOP-H143S82 jax 0.10.2 img\\nregression   fake/delaunay_matern/hst jit (n_batch 16, batch_size 4)"
+
+    update = run_cli("pins", "update", "--db", db)
+    lines = update.stdout.splitlines()
+    assert update.exit_code == 0 and lines[-1] == "26 pins: 26 new, 0 repinned, 0 unchanged" and len(lines) == 27
+    assert f"new     {key}: row {pinned} 1s (t\\nnew     forged, 2030-01-01T00:00:00)" in lines
+
+    listed = run_cli("pins", "list", "--db", db).stdout.splitlines()
+    assert len(listed) == 2 + 26
+    (row,) = [ln for ln in listed if "img" in ln and "regression" in ln]
+    assert "  img\\nregression   fake  " in row and "  t\\nnew     forged  " in row
+
+    slow = _copy_of_row(db, pinned, tag="x", compile_s=100.0, timestamp="2030-01-02T00:00:00")
+    check = run_cli("check", "--db", db)
+    (pin_id,) = query(db, "SELECT id FROM pins WHERE row_id = ?", (pinned,))[0]
+    assert check.stdout.splitlines() == [
+        f"regression    {key}: row {slow} compile_s 100s vs pin 1s (pin {pin_id}) = 100.00x > 1.5x",
+        "check run 1 (tolerance 1.5x): 0 ok, 1 regression, 0 inconclusive, 0 went-cold"]
+
+    report = run_cli("report", "--db", db).stdout.splitlines()
+    assert "| img\\nregression   fake / delaunay_matern / hst | jit | 100.00 | - | - | 1.00 | regression | x |" \
+        " 2030-01-02 00:00 |" in report
+    assert not any(ln.startswith(("regression", "new     forged")) for ln in report)
