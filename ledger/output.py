@@ -20,12 +20,24 @@ FLUSH_EVERY_S = 0.25
 WRITE_CHUNK = 1000  # rows rendered and written at once
 
 
+def shown(value) -> str:
+    """`value` as a line of output shows it: its text, each character that is not
+    printable (a newline, a tab, ESC, U+2028, ...) written as its escape, repr-style
+    (\\n, \\x1b, \\u2028). A value stored with a line break (a row from before the rule
+    of ledger/record_validation.check_text_value, or written by SQL) cannot start a line
+    of its own nor drive the terminal."""
+    text = value if isinstance(value, str) else str(value)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _cell(value) -> str:
     if value is None:
         return ""
     if isinstance(value, float):
         return f"{value:.6g}"
-    return str(value)
+    return shown(value)
 
 
 def _numeric_text(value) -> bool:

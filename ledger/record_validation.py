@@ -4,7 +4,9 @@ idempotent.
 
 Pure functions, no database: the importer, the probe's writer and merge all go
 through here, so a record is checked and keyed the same way whichever path brings
-it in.
+it in. The values a person types for a row (the tag and the cell: LINE_FIELDS) are
+held to check_text_value() here, and the CLI's options (ledger/cli/options.py) and
+ProbeSpec hold what is typed to the same function before any work is done.
 """
 
 from __future__ import annotations
@@ -79,9 +81,47 @@ def text_ok(value: str) -> bool:
     return True
 
 
+# The fields a person names a row by, which lines of output show (pins, check, the
+# report): the tag and the cell's text. Each is one line of printable text of at most
+# TEXT_VALUE_MAX characters (check_text_value), whichever way it comes in.
+LINE_FIELDS = ("tag", "dataset_class", "model_type", "instrument", "transform")
+TEXT_VALUE_MAX = 200
+# C0 and C1 control characters (tab, newline, CR, ESC, NUL, DEL, NEL) and the Unicode
+# line and paragraph separators: each would break a line of output or drive a terminal.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+class _Line:
+    """The kind of a LINE_FIELDS column: a str, held to check_text_value()."""
+
+
+_LINE = _Line
+_KINDS = {**COMPILE_FIELDS, **dict.fromkeys(LINE_FIELDS, _LINE)}
+
+
+def check_text_value(name: str, value: str) -> str:
+    """`value` (a str) when it is fit for a tag or cell value, else RecordError naming
+    `name` (a field, or the option it was typed as): storable text (no lone surrogate,
+    as a byte that is not UTF-8 arrives in argv), no control character or line
+    separator, at most TEXT_VALUE_MAX characters. The one rule for such values: the
+    row validator, the CLI's options and ProbeSpec all call it."""
+    if not text_ok(value):
+        raise RecordError(f"{name} is not storable text (a NUL character or invalid UTF-8)")
+    if not (value.isascii() and value.isprintable()):
+        found = _CONTROL.search(value)
+        if found:
+            raise RecordError(f"{name} holds a control character ({found.group()!r}); "
+                              "a tag or cell value is one line of printable text")
+    if len(value) > TEXT_VALUE_MAX:
+        raise RecordError(f"{name} is {len(value)} characters long; a tag or cell value is at most {TEXT_VALUE_MAX}")
+    return value
+
+
 def _check(name: str, value: Any, kind: type) -> Any:
     if value is None:
         return None
+    if kind is _LINE:
+        return check_text_value(name, _check(name, value, str))
     if kind is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise RecordError(f"{name} is not a number ({_short(value)})")
@@ -116,6 +156,8 @@ def _fast_ok(value: Any, kind: type) -> bool:
     # NaN for inf and NaN), 64-bit ints, plain ASCII text without NUL
     if value is None:
         return True
+    if kind is _LINE:  # isprintable(): for ASCII, no control character
+        return type(value) is str and len(value) <= TEXT_VALUE_MAX and value.isascii() and value.isprintable()
     if type(value) is not kind:
         return False
     if kind is str:
@@ -172,7 +214,7 @@ def compile_row(rec: dict, *, default_hardware: str | None = None) -> dict:
     row: dict[str, Any] = {}
     extras: dict[str, Any] = {}
     for name, value in rec.items():
-        kind = COMPILE_FIELDS.get(name)
+        kind = _KINDS.get(name)
         if kind is not None:
             row[name] = value if _fast_ok(value, kind) else _check(name, value, kind)
         elif name == "host_state":
@@ -233,7 +275,11 @@ def instrument_row(rec: dict, *, default_hardware: str | None = None) -> dict:
     """An instrument_records row: the record kept whole, common fields as columns."""
     row = {name: (None if rec.get(name) is None else str(rec.get(name))) for name in INSTRUMENT_COLUMNS}
     for name, value in row.items():
-        if value is not None and not text_ok(value):
+        if value is None:
+            continue
+        if name in LINE_FIELDS:
+            check_text_value(name, value)
+        elif not text_ok(value):
             raise RecordError(f"{name} is not storable text (a NUL character or invalid UTF-8)")
     if row["hardware"] is None:
         row["hardware"] = default_hardware
@@ -305,6 +351,12 @@ def legacy_rows_fast(
         if kind is str:
             if not text_checked and not text_ok("\x01".join(filter(None, map(_COLUMN[i], tuples)))):
                 return None
+            if name in LINE_FIELDS:  # compile_row() says which record and why
+                present = list(filter(None, map(_COLUMN[i], tuples)))
+                text = " ".join(present)
+                if present and (max(map(len, present)) > TEXT_VALUE_MAX
+                                or not (text.isascii() and text.isprintable()) and _CONTROL.search(text)):
+                    return None
         elif kind is float or kind is int:
             present = [v for v in map(_COLUMN[i], tuples) if v is not None]
             if not present:

@@ -49,6 +49,7 @@ class ProbeSpec:
     def validated(self) -> ProbeSpec:
         if self.is_valid:
             return self
+        _check_text_values(self)
         transforms = parse_transforms(self.transforms)
         if int(self.steady_calls) < 1:
             raise ProbeError(f"steady_calls must be >= 1, got {self.steady_calls}")
@@ -72,6 +73,24 @@ class ProbeSpec:
             "batch_size": self.batch_size,
             "mixed_precision": self.mixed_precision,
         }
+
+
+def _check_text_values(spec: ProbeSpec) -> None:
+    """The tag and the cell's text, by the record contract's rule for them (one line
+    of printable text, at most TEXT_VALUE_MAX characters): refused here, before
+    anything is compiled, not when the first row is written."""
+    from ledger.record_validation import RecordError, check_text_value
+
+    for name in ("tag", "dataset_class", "instrument", "model_type"):
+        value = getattr(spec, name)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise ProbeError(f"{name} must be text, got {type(value).__name__}")
+        try:
+            check_text_value(name, value)
+        except RecordError as exc:
+            raise ProbeError(str(exc)) from None
 
 
 def _cache_dir(value: str | None) -> str | None:

@@ -25,6 +25,8 @@ import math
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -35,7 +37,7 @@ from hypothesis import strategies as st
 
 from ledger.record import LEGACY_FIELDS
 
-from .conftest import CORPUS, PG_ENV, PgDb, compile_records_of_corpus, run_cli
+from .conftest import CORPUS, PG_ENV, PgDb, compile_records_of_corpus, query, run_cli
 
 GOOD = compile_records_of_corpus()[0]
 SIBLING = {"serialize_s": 0.5, "deserialize_s": 0.25, "blob_mb": 3.0, "tag": "export-probe", "model_type": "mge"}
@@ -707,3 +709,218 @@ def test_pins_update_with_filters_that_match_no_row_says_so(any_db, filters, sho
     assert (matching.exit_code, matching.stdout.splitlines()[-1]) == (0, "6 pins: 6 new, 0 repinned, 0 unchanged")
     again = run_cli("pins", "update", "--hostname", "euclid-ral-compute-22", "--db", any_db)
     assert again.stdout == "6 pins: 0 new, 0 repinned, 6 unchanged\n"
+
+
+# -- rows: import and merge hold the tag and the cell to one rule ---------------------------
+# ledger/record_validation.check_text_value: one line of printable text (no control
+# character, no line or paragraph separator), storable, at most TEXT_VALUE_MAX characters.
+
+ONE_LINE = "; a tag or cell value is one line of printable text"
+
+ROW_CASES = {
+    "tag": ("a\nregression x", "tag holds a control character ('\\n')" + ONE_LINE),
+    "dataset_class": ("d\rx", "dataset_class holds a control character ('\\r')" + ONE_LINE),
+    "instrument": ("\x1b[31mred", "instrument holds a control character ('\\x1b')" + ONE_LINE),
+    "model_type": ("m\u2029", "model_type holds a control character ('\\u2029')" + ONE_LINE),
+    "transform": ("j\tit", "transform holds a control character ('\\t')" + ONE_LINE),
+}
+
+
+@pytest.mark.parametrize("plain", [True, False], ids=["legacy-fields", "with-extras"])
+@pytest.mark.parametrize("field", ROW_CASES)
+def test_import_refuses_a_control_character_in_the_tag_or_cell_naming_the_record(tmp_path, field, plain):
+    """Both paths of the importer: a file of legacy fields only (checked a column at a
+    time) and one with other fields (a record at a time)."""
+    value, words = ROW_CASES[field]
+    good = dict(GOOD) if plain else dict(GOOD, note="extra")
+    path = tmp_path / "in.json"
+    path.write_text(json.dumps([good, dict(good, **{field: value})]))
+    db = tmp_path / "ledger.db"
+    result = run_cli("import", path, "--db", db)
+    _no_exception(result)
+    assert (result.exit_code, result.stdout, result.stderr) == (1, "", f"error: {path}: record 1: {words}\n")
+    long = dict(good, **{field: "x" * 201})
+    path.write_text(json.dumps([long]))
+    result = run_cli("import", path, "--db", db)
+    assert result.stderr == f"error: {path}: record 0: {field} is 201 characters long; a tag or cell value is at most 200\n"
+    path.write_text(json.dumps([dict(good, **{field: "y" * 200 + ""}), dict(good, tag="it's \"q\"")]))
+    assert run_cli("import", path, "--db", db).exit_code == 0
+
+
+def test_a_sibling_records_tag_is_held_to_the_rule_too(tmp_path):
+    path = tmp_path / "in.json"
+    path.write_text(json.dumps([dict(SIBLING, tag="export\nprobe")]))
+    result = run_cli("import", path, "--db", tmp_path / "ledger.db")
+    words = f"tag holds a control character ('\\n'){ONE_LINE}"
+    assert (result.exit_code, result.stderr) == (1, f"error: {path}: record 0: {words}\n")
+
+
+# -- tags and cell values typed on the command line -----------------------------------------
+# One rule (ledger/record_validation.check_text_value), checked as the option is parsed:
+# a value that is not UTF-8 (argv carries the byte as a lone surrogate), holds a control
+# character or line separator, or is over TEXT_VALUE_MAX characters is refused in one
+# line before any work, and a row written later never holds one. A quote is text.
+
+BAD_VALUES = {
+    "newline": ("a\nregression x", "holds a control character ('\\n')" + ONE_LINE),
+    "separator": ("a\u2028b", "holds a control character ('\\u2028')" + ONE_LINE),
+    "escape": ("\x1b[2Jred", "holds a control character ('\\x1b')" + ONE_LINE),
+    "surrogate": ("a\udcff", "is not storable text (a NUL character or invalid UTF-8)"),
+    "huge": ("t" * 100_000, "is 100000 characters long; a tag or cell value is at most 200"),
+}
+TEXT_OPTIONS = {"probe": ("--tag", "--dataset-class", "--instrument", "--model-type"),
+                "predict": ("--dataset-class", "--instrument", "--model-type")}
+FINE = {"--tag": "it's \"quoted\" `x` $HOME ; café ✓", "--dataset-class": "d'q\"" + "x" * 195,
+        "--instrument": "i \\n not a newline", "--model-type": "m<!-- -->"}
+
+
+def _no_work(monkeypatch) -> None:
+    import probes
+    from ledger.predict import run
+
+    def worked(*args, **kwargs):
+        raise AssertionError("work was done before the option was checked")
+
+    monkeypatch.setattr(probes, "run_probe", worked)
+    monkeypatch.setattr(run, "compute", worked)
+
+
+@pytest.mark.parametrize("value, words", BAD_VALUES.values(), ids=list(BAD_VALUES))
+@pytest.mark.parametrize("command, option", [(c, o) for c, opts in TEXT_OPTIONS.items() for o in opts])
+def test_a_bad_tag_or_cell_value_is_refused_before_any_work(tmp_path, monkeypatch, command, option, value, words):
+    """It was probed first (minutes of compiles) and refused at the write, or (a newline)
+    stored, to print a forged line in `pins update` later. `predict` exits 2 on a usage
+    error (1 says a transform is cold)."""
+    _no_work(monkeypatch)
+    db, cache = tmp_path / "ledger.db", tmp_path / "cache"
+    result = run_cli(command, "-o", "toy", "-t", "jit", "--cache-dir", cache, option, value, "--db", db)
+    _no_exception(result)
+    assert (result.exit_code, result.stdout, result.stderr) == (
+        2 if command == "predict" else 1, "", f"error: {option} {words}\n")
+    assert not db.exists() and not cache.exists()  # nothing made: it stopped at the option
+
+
+def test_quotes_and_other_text_are_accepted_and_stored_exactly(tmp_path, monkeypatch):
+    """A value the rule admits goes through the probe's whole path to the row as typed
+    (a fake probe hands the record over: the writer and the validator are real)."""
+    import probes
+    from ledger.record import blank_record
+    from probes import ProbeOutcome
+
+    def probed(spec, on_record, on_progress):
+        rec = dict(blank_record(), **spec.cell(), tag=spec.tag, transform="jit", objective=spec.objective,
+                   run_id="r1", status="ok", compile_s=1.0, cache_state="cold", cache_state_source="measured_files")
+        on_record(rec)
+        return ProbeOutcome(run_id="r1", records=[rec])
+
+    monkeypatch.setattr(probes, "run_probe", probed)
+    db = tmp_path / "ledger.db"
+    result = run_cli("probe", "-o", "toy", "-t", "jit", *[a for o, v in FINE.items() for a in (o, v)], "--db", db)
+    assert result.exit_code == 0, result.output
+    assert query(db, "SELECT tag, dataset_class, instrument, model_type FROM compile_records") == [tuple(FINE.values())]
+
+
+def test_predict_accepts_a_quote(tmp_path, monkeypatch):
+    from ledger.errors import LedgerError
+    from ledger.predict import run
+
+    def computed(spec):
+        raise LedgerError(f"computed {spec.dataset_class} {spec.model_type}")
+
+    monkeypatch.setattr(run, "compute", computed)
+    result = run_cli("predict", "-o", "toy", "-t", "jit", "--cache-dir", tmp_path / "cache",
+                     "--dataset-class", FINE["--dataset-class"], "--model-type", FINE["--model-type"])
+    assert result.stderr == f"error: computed {FINE['--dataset-class']} {FINE['--model-type']}\n"
+
+
+def _recorded(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    """`ledger record` as a user runs it: in a process of its own (it execs the command)."""
+    from .case_kinds import LEDGER
+
+    return subprocess.run([str(LEDGER), "record", *args], check=False, capture_output=True, text=True, cwd=tmp_path,
+                          timeout=120, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+
+
+RECORD_CASES = [*((o, *BAD_VALUES["newline"]) for o in TEXT_OPTIONS["probe"]),
+                *(("--tag", *BAD_VALUES[k]) for k in ("separator", "surrogate", "huge"))]
+
+
+@pytest.mark.parametrize("option, value, words", RECORD_CASES,
+                         ids=[f"{o}-{k}" for o, k in zip([c[0] for c in RECORD_CASES],
+                                                          ["newline"] * 4 + ["separator", "surrogate", "huge"])])
+def test_record_refuses_a_bad_value_without_running_the_command(tmp_path, option, value, words):
+    """`ledger record --tag $'a\\nb' -- CMD`: refused before CMD starts (a byte that is
+    not UTF-8 reaches argv as a lone surrogate; subprocess passes it back as the byte)."""
+    db = tmp_path / "ledger.db"
+    done = _recorded(tmp_path, option, value, "--db", str(db), "--", sys.executable, "-c", "print('the command ran')")
+    assert (done.returncode, done.stdout, done.stderr) == (1, "", f"error: {option} {words}\n")
+    assert not db.exists()
+
+
+def test_record_stores_a_quoted_tag_exactly(tmp_path):
+    db = tmp_path / "ledger.db"
+    done = _recorded(tmp_path, "--tag", FINE["--tag"], "--model-type", FINE["--model-type"], "--db", str(db), "--",
+                     sys.executable, "-c", "import jax; print(jax.jit(lambda x: x + 1)(1.0))")
+    assert (done.returncode, done.stdout) == (0, "2.0\n"), done.stderr
+    assert set(query(db, "SELECT tag, model_type FROM compile_records")) == {(FINE["--tag"], FINE["--model-type"])}
+
+
+@pytest.mark.parametrize("field", ["tag", "dataset_class", "instrument", "model_type"])
+def test_probe_spec_holds_its_text_to_the_rule_too(tmp_path, field):
+    """What does not come through the options (a sweep's task calls the probe command
+    directly; probes' Python API) is refused where the spec is made, before a compile."""
+    from probes import ProbeError, ProbeSpec
+
+    with pytest.raises(ProbeError) as refused:
+        ProbeSpec.make(objective="toy", cache_dir=str(tmp_path / "cache"), **{field: "a\nb"})
+    assert str(refused.value) == f"{field} holds a control character ('\\n'){ONE_LINE}"
+    assert not (tmp_path / "cache").exists()
+    assert ProbeSpec.make(objective="toy", **{field: FINE["--tag"]}).is_valid
+
+
+# -- a value stored before the rule: shown escaped, never a line of its own ----------------
+
+def _copy_of_row(db, row_id: int, **changes) -> int:
+    """A copy of a row with `changes`, by plain SQL: what no validator saw."""
+    con = sqlite3.connect(db)
+    con.row_factory = sqlite3.Row
+    with con:
+        row = dict(con.execute("SELECT * FROM compile_records WHERE id = ?", (row_id,)).fetchone(), id=None,
+                   record_key=None, **changes)
+        cur = con.execute(f"INSERT INTO compile_records ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+                          list(row.values()))
+    con.close()
+    return cur.lastrowid
+
+
+def test_a_stored_line_break_cannot_forge_a_line_of_output(db):
+    """A tag or cell that holds a newline (an old row, or one written by SQL) forged a
+    line: `pins update` printed "new     forged ..." of its own, `check` a
+    "regression   fake ...", the report a broken table row. Each is shown escaped."""
+    assert run_cli("import", CORPUS, "--db", db).exit_code == 0
+    (base,) = query(db, "SELECT min(id) FROM compile_records WHERE cache_state = 'warm'")[0]
+    cell, tag = "img\nregression   fake", "t\nnew     forged"
+    pinned = _copy_of_row(db, base, dataset_class=cell, tag=tag, compile_s=1.0, timestamp="2030-01-01T00:00:00")
+    key = "local_cpu/DESKTOP-H143S82 jax 0.10.2 img\\nregression   fake/delaunay_matern/hst jit (n_batch 16, batch_size 4)"
+
+    update = run_cli("pins", "update", "--db", db)
+    lines = update.stdout.splitlines()
+    assert update.exit_code == 0 and lines[-1] == "26 pins: 26 new, 0 repinned, 0 unchanged" and len(lines) == 27
+    assert f"new     {key}: row {pinned} 1s (t\\nnew     forged, 2030-01-01T00:00:00)" in lines
+
+    listed = run_cli("pins", "list", "--db", db).stdout.splitlines()
+    assert len(listed) == 2 + 26
+    (row,) = [ln for ln in listed if "img" in ln and "regression" in ln]
+    assert "  img\\nregression   fake  " in row and "  t\\nnew     forged  " in row
+
+    slow = _copy_of_row(db, pinned, tag="x", compile_s=100.0, timestamp="2030-01-02T00:00:00")
+    check = run_cli("check", "--db", db)
+    (pin_id,) = query(db, "SELECT id FROM pins WHERE row_id = ?", (pinned,))[0]
+    assert check.stdout.splitlines() == [
+        f"regression    {key}: row {slow} compile_s 100s vs pin 1s (pin {pin_id}) = 100.00x > 1.5x",
+        "check run 1 (tolerance 1.5x): 0 ok, 1 regression, 0 inconclusive, 0 went-cold"]
+
+    report = run_cli("report", "--db", db).stdout.splitlines()
+    assert "| img\\nregression   fake / delaunay_matern / hst | jit | 100.00 | - | - | 1.00 | regression | x |" \
+        " 2030-01-02 00:00 |" in report
+    assert not any(ln.startswith(("regression", "new     forged")) for ln in report)

@@ -90,6 +90,13 @@ REFUSED = [
      "record_json holds NaN or Infinity, which JSON (and SQLite's json functions) cannot read"),
     ("instrument_records", "record_json", "x'7b7d'", r"record_json is not text (b'{}')"),
     ("instrument_records", "hardware", "x'07'", r"hardware is not a string (b'\x07')"),
+    # the tag and the cell are one line of printable text, at most 200 characters
+    ("compile_records", "tag", "'line one' || char(10) || 'line two'",
+     r"tag holds a control character ('\n'); a tag or cell value is one line of printable text"),
+    ("compile_records", "transform", "'|' || char(13) || '|'",
+     r"transform holds a control character ('\r'); a tag or cell value is one line of printable text"),
+    ("compile_records", "dataset_class", "replace(hex(zeroblob(101)), '0', 'd')",
+     "dataset_class is 202 characters long; a tag or cell value is at most 200"),
 ]
 
 
@@ -127,8 +134,8 @@ ADMITTED = [
     ("compile_s", "-1.5"), ("compile_s", "0"), ("compile_s", "5e-324"),
     ("compile_s", "1.7976931348623157e308"),  # report --html leaves it out of the chart (it crashed)
     ("compile_s", "NULL"), ("steady_s", "-0.0"), ("ndim", "-2147483648"), ("n_batch", "2147483647"),
-    ("tag", "'line one' || char(10) || 'line two'"), ("tag", "'<script>alert(1)</script>'"),
-    ("hostname", "char(27) || '[31mred'"), ("hostname", "''"), ("transform", "'|' || char(13) || '|'"),
+    ("tag", "'it''s \"quoted\"'"), ("tag", "'<script>alert(1)</script>'"),
+    ("hostname", "char(27) || '[31mred'"), ("hostname", "''"), ("transform", "'|'"),
     ("timestamp", "'not a time'"), ("provenance", "'{not json'"), ("cache_state", "NULL"),
     ("host_load_avg_1m", "1e300"), ("host_cpu_count", "0"), ("jax_version", "'\U0001f600'"),
 ]

@@ -285,9 +285,11 @@ def test_a_setup_line_that_would_run_into_the_next_is_refused(tmp_path, line, pr
 
 def test_spec_values_never_reach_the_script(tmp_path):
     """Cells and objectives travel in sweep.json, not the script: a hostile one is a
-    value like any other, and the script's lines are the same."""
-    hostile = GRID.replace('"imaging"', json.dumps("img\ntouch PWNED\n#'\"")).replace(
-        '"interferometer"', json.dumps("x" * 100_000))
+    value like any other, and the script's lines are the same. (A line break or a value
+    over 200 characters is no cell value: refused when the spec is read,
+    tests/test_sweep_hostile.py.)"""
+    hostile = GRID.replace('"imaging"', json.dumps("img; touch PWNED $(id) `id` #'\"\\")).replace(
+        '"interferometer"', json.dumps("x" * 200))
     dry = _dry_run(_spec(tmp_path, hostile), "--partition", "debug")
     assert dry.exit_code == 0, dry.output[:300]
     _bash_n(dry.output)

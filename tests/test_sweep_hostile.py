@@ -171,25 +171,44 @@ def test_a_number_or_list_out_of_range_is_one_line(tmp_path, text, message):
 
 
 def test_a_long_value_is_cut_short_in_the_plan(tmp_path):
-    """10^4 tasks of a 500k value printed whole would be 5 GB; each value is cut to 60."""
-    text = f'repeats = 10000\n[grid]\ndataset_class = ["{"x" * 500_000}"]\n'
+    """10^4 tasks of a 200-character value (the most a cell value may be) printed whole
+    would be 2 MB of that one value; each is cut to 60."""
+    text = f'repeats = 10000\n[grid]\ndataset_class = ["{"x" * 200}"]\n'
     done, seconds, rss_mb = _measured(["sweep", "plan", _spec(tmp_path, text)])
     lines = done.stdout.splitlines()
     assert done.returncode == 0 and len(lines) == 10_003 and seconds < 30 and rss_mb < 300, (seconds, rss_mb)
     assert lines[2] == f"   0  toy        dataset_class={'x' * 60}...       0"
-    assert len(done.stdout) < 2_000_000  # whole, it would be 5 GB
+    assert len(done.stdout) < 1_200_000  # whole, it would be 2.4 MB
 
 
-def test_a_value_with_a_line_break_or_escape_stays_one_row(tmp_path):
+ONE_LINE = "; a tag or cell value is one line of printable text"
+
+
+@pytest.mark.parametrize("text, message", [
+    (f'repeats = 10000\n[grid]\ndataset_class = ["{"x" * 500_000}"]\n',
+     "grid.dataset_class is 500000 characters long; a tag or cell value is at most 200"),
+    ('[grid]\nmodel_type = ["\\u001e"]\ndataset_class = ["a\\nb\\u001b[2J"]\n',
+     "grid.model_type holds a control character ('\\x1e')" + ONE_LINE),
+    ('[grid]\ninstrument = ["hst", "a\\tb"]\n', "grid.instrument holds a control character ('\\t')" + ONE_LINE),
+], ids=["huge", "line-break", "tab"])
+def test_a_grid_value_that_is_no_cell_value_is_refused_before_anything(tmp_path, text, message):
+    """The rule `ledger probe --dataset-class` holds a value to (a sweep's task runs a
+    probe of it): a 500k value printed whole in 10^4 rows was 5 GB of plan; a line break
+    split a row. Refused where the spec is read, by every verb, before a task is made."""
+    for verb in (["plan"], ["run"], ["submit", "--dry-run"]):
+        _refused(run_cli("sweep", *verb, _spec(tmp_path, text)), message)
+    assert not (tmp_path / "sweeps").exists() and not (tmp_path / "ledger.db").exists()
+
+
+def test_a_saved_sweep_with_a_line_break_or_escape_stays_one_row(tmp_path):
     """Found by the spec property: a "\\x1e" (a line break to str.splitlines) split a
-    plan's row; an ESC would drive the terminal. Values are shown escaped."""
-    text = '[grid]\nmodel_type = ["\\u001e"]\ndataset_class = ["a\\nb\\u001b[2J"]\n'
-    plan = run_cli("sweep", "plan", _spec(tmp_path, text))
-    assert plan.exit_code == 0 and plan.stdout.splitlines()[2] == "   0  toy        model_type=\\x1e dataset_class=a\\nb\\x1b[2J       0"
-    assert len(plan.stdout.splitlines()) == 4
+    row; an ESC would drive the terminal. A spec is refused such a value now; a sweep
+    saved before that still opens, its values shown escaped."""
     from ledger.sweep import spec, store
 
-    made = store.create(tmp_path / "sweeps", spec.load(_spec(tmp_path, text)), "local", {"kind": store.PER_TASK, "path": None})
+    text = '[grid]\nmodel_type = ["\\u001e"]\ndataset_class = ["a\\nb\\u001b[2J"]\n'
+    saved = spec.from_dict(spec.tomllib.loads(text), "old", check_tasks=False)
+    made = store.create(tmp_path / "sweeps", saved, "local", {"kind": store.PER_TASK, "path": None})
     status = run_cli("sweep", "status", made.dir)
     assert status.stdout.splitlines()[3] == "   0  toy \\x1e a\\nb\\x1b[2J  missing     0", status.stdout
     assert len(status.stdout.splitlines()) == 5  # summary, head, rule, the task, next

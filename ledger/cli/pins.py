@@ -40,8 +40,10 @@ def update_cmd(
     filters = filters_of(hardware, hostname, dataset_class, model_type, instrument, transform)
     with open_ledger(db, "read" if check else "write", create=False) as ledger:
         plan = update_pins(ledger.engine, filters=filters, repin=repin, allow_loaded=allow_loaded, dry_run=check)
+    from ledger.output import shown
+
     for change in plan.changes:
-        typer.echo(change.line())
+        typer.echo(shown(change.line()))  # a tag or cell stored with a line break stays on its line
     typer.echo(plan.summary() + (" (--check: nothing written)" if check else ""))
     if check and plan.changes:
         raise typer.Exit(1)

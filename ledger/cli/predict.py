@@ -23,9 +23,11 @@ from ledger.cli.options import (
     NBatchOpt,
     ObjectiveOpt,
     TransformsOpt,
+    usage_exit_code,
 )
 
 
+@usage_exit_code(2)  # exit 1 says a transform will compile cold
 def predict_cmd(
     objective: ObjectiveOpt = None,
     transforms: TransformsOpt = None,

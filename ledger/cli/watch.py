@@ -51,6 +51,7 @@ def check_cmd(
     Exit 1 on a regression, went-cold, cache-off, or a cache-not-reused that is not
     by design; 0 when clean (jax-changed only informs). Each run is stored
     (check_runs, verdicts)."""
+    from ledger.output import shown
     from ledger.storage.open import open_ledger
     from ledger.watch.check import finding_lines, run_check
 
@@ -61,7 +62,7 @@ def check_cmd(
         typer.echo(result.as_json(), nl=False)
     else:
         for line in finding_lines(result.findings):
-            typer.echo(line)
+            typer.echo(shown(line))  # a cell or cache dir stored with a line break stays on its line
         typer.echo(result.summary())
     if result.exit_code:
         raise typer.Exit(result.exit_code)
@@ -78,4 +79,6 @@ def explain_cmd(
 
     with open_ledger(db, "read") as ledger:
         diagnosis = explain_row(ledger.engine, row_id)
-    typer.echo("\n".join(diagnosis.lines()))
+    from ledger.output import shown
+
+    typer.echo("\n".join(map(shown, diagnosis.lines())))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from ledger.output import shown
 from ledger.record import CELL_FIELDS, SHAPE_FIELDS
 from ledger.report.lines import Line, group_by_host
 
@@ -18,7 +19,9 @@ NUMERIC = ("warm s", "cold s", "cold/warm", "pin s")
 
 
 def show(value) -> str:
-    return "-" if value is None or value == "" else str(value)
+    """A value in a report cell: '-' for none, else as a line of output shows it (a
+    stored line break escaped: it would end the markdown table's row)."""
+    return "-" if value is None or value == "" else shown(value)
 
 
 def host_title(host: tuple) -> str:

@@ -185,6 +185,22 @@ def check_setup(lines: list[str]) -> tuple[str, ...]:
     return tuple(lines)
 
 
+def check_grid_text(grid: dict) -> None:
+    """The grid's text values, by the rule for a tag or cell value that `ledger probe`
+    holds its options to (ledger/record_validation.check_text_value): one line of
+    printable text, at most TEXT_VALUE_MAX characters. A saved sweep was checked when
+    it was made (and one made before the rule still opens)."""
+    from ledger.record_validation import RecordError, check_text_value
+
+    for name, values in grid.items():
+        if GRID_TYPES[name] is str:
+            for value in values:
+                try:
+                    check_text_value(f"grid.{name}", value)
+                except RecordError as exc:
+                    raise LedgerError(str(exc)) from None
+
+
 def max_tasks(given: int | None = None) -> int:
     """The task cap: `given` (--max-tasks), else $LEDGER_SWEEP_MAX_TASKS, else the default."""
     where = "--max-tasks"
@@ -238,6 +254,8 @@ def from_dict(data: dict, name: str, *, check_tasks: bool = True, cap: int | Non
                      cache=_cache_policy(_one(data, "cache", str, "per-task")),
                      setup=check_setup(_values("setup", data["setup"], str) if data.get("setup", []) != [] else []),
                      grid={k: _values(f"grid.{k}", v, GRID_TYPES[k]) for k, v in grid.items()})
+    if check_tasks:
+        check_grid_text(spec.grid)
     check_size(spec, max_tasks() if cap is None else cap)  # before a single task is made
     for task in spec.tasks() if check_tasks else ():
         check_task(spec, task)
