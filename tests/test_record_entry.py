@@ -168,3 +168,29 @@ def test_a_postgresql_ledger_with_its_password_in_the_environment(pg_db, tmp_pat
     assert password not in out.stdout + out.stderr  # not in the program's environment, not said
     n = summary(out)[0]
     assert n >= 1 and query(pg_db, "SELECT count(*) FROM compile_records") == [(n,)]
+
+
+def test_the_plain_command_line_is_read_as_typer_reads_it():
+    import typer.main
+
+    from ledger.cli.record import record_cmd
+    from ledger.recorder.argv import RECORD_OPTIONS, parse
+
+    app = typer.Typer(add_completion=False)
+    app.command()(record_cmd)
+    params = typer.main.get_command(app).params
+    assert {o: p.name for p in params for o in p.opts if o.startswith("--")} == RECORD_OPTIONS
+    assert parse(["--db=x.db", "--tag", "t", "--", "python", "--tag", "y"]) == {
+        "db": "x.db", "tag": "t", "dataset_class": None, "model_type": None, "instrument": None,
+        "command": ["python", "--tag", "y"]}
+    assert parse(["--model-type", "m", "python", "fit.py"])["command"] == ["python", "fit.py"]
+    for typers_to_read in (["--help"], ["--tag"], ["--tag", "a\nb", "true"], ["--db", "x"], ["-x", "true"]):
+        assert parse(typers_to_read) is None
+
+
+def test_what_typer_reads_it_says_as_for_every_command(tmp_path):
+    out = recorded(tmp_path, tmp_path / "ledger.db", record_args=("--tag", "x" * 201))  # no command
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr.startswith("error: --tag ") and len(out.stderr.splitlines()) == 1
+    out = subprocess.run([str(LEDGER), "record", "--help"], capture_output=True, text=True, check=False)
+    assert out.returncode == 0 and "Usage: ledger record [OPTIONS]" in out.stdout
