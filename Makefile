@@ -37,6 +37,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_sql_stream.py
 	$(BIN)/python bench/bench_record.py
 	$(BIN)/python bench/bench_predict.py
+	$(BIN)/python bench/bench_record_program.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
