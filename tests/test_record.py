@@ -248,3 +248,15 @@ def test_0011_round_trip_keeps_probe_pins_and_drops_recorded_ones(tmp_path):
     migrate(db, "upgrade", "head")
     assert [r[0] for r in query(db, "SELECT pin_key FROM pins")] == keys[:1]
     assert run_cli("pins", "update", "--db", db).output.splitlines()[-1] == "2 pins: 1 new, 0 repinned, 1 unchanged"
+
+
+def test_recording_in_process_refuses_a_bad_tag_before_the_block(tmp_path, monkeypatch):
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")
+    import ledger
+    from ledger.errors import LedgerError
+
+    ran = []
+    with pytest.raises(LedgerError, match="tag holds a control character"), \
+            ledger.recording(db=str(tmp_path / "nb.db"), tag="a\nb"):
+        ran.append(True)
+    assert ran == [] and not (tmp_path / "nb.db").exists()

@@ -117,8 +117,17 @@ def recording(db: str | None = None, tag: str | None = None, *, dataset_class: s
     ends. Yields the Recorder (``.config.run_id`` names the run)."""
     import jax  # noqa: F401 - the compile path must exist before it is wrapped
 
+    from ledger.errors import LedgerError
+    from ledger.record_validation import RecordError, check_text_value
     from ledger.recorder import ingest
 
+    try:  # refused before the block runs, as the CLI refuses them before the command
+        for name, value in (("tag", tag), ("dataset_class", dataset_class), ("model_type", model_type),
+                            ("instrument", instrument)):
+            if value is not None:
+                check_text_value(name, value)
+    except RecordError as err:
+        raise LedgerError(str(err)) from None
     target = _resolved_target(db)
     run_id = uuid.uuid4().hex
     config = RecordConfig(run_dir=os.path.join(spool.spool_root(target), run_id), run_id=run_id, tag=tag,
