@@ -287,6 +287,7 @@ def _serve_and_exit(db, run_dir, program_pid, ready_fd) -> None:
         # short waits on a locked ledger, tried again each step: the spool keeps the rows
         # meanwhile, and the command's goodbye is answered within LOCKED_GRACE_S
         os.environ[BUSY_TIMEOUT_ENV] = str(INGESTER_BUSY_TIMEOUT_S)
+        os.nice(10)  # the program's compiles come first; the spool keeps the rows meanwhile
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 0)
         os.dup2(devnull, 1)  # not one byte on the command's stdout
