@@ -135,6 +135,7 @@ def test_every_compile_the_program_saw_is_a_row(tmp_path, case):
     rows = run_cli("sql", "--db", db, "--csv", "SELECT json_extract(provenance, '$.pid'), tag FROM compile_records")
     assert rows.exit_code == 0, rows.output
     pids = [line.split(",")[0] for line in rows.output.splitlines()[1:]]
+    print(f"| {case} | {len(seen)} | {len(pids)} | {plain_status} | {status} |")  # the matrix, under -s
     assert sorted(pids) == sorted(seen), out.stderr
     if case == "nested":
         tags = [line.split(",")[1] for line in rows.output.splitlines()[1:]]
