@@ -190,4 +190,6 @@ def test_pins_list(db, tmp_path):
     (doc,) = json.loads(run_cli("pins", "list", "--json", "--db", db).output)
     assert {k: doc[k] for k in ("row_id", "compile_s", "mixed_precision", "loaded_host")} == {
         "row_id": row, "compile_s": 2.5, "mixed_precision": False, "loaded_host": False}
-    assert run_cli("pins", "list", "--hostname", "other", "--json", "--db", db).output == "[]\n"
+    other = run_cli("pins", "list", "--hostname", "other", "--json", "--db", db)  # no such host: a typo
+    assert (other.exit_code, other.stdout, other.stderr) == (
+        2, "", "error: no compile row matches --hostname other: no pins to list\n")
