@@ -120,12 +120,18 @@ class Change:
 class PinPlan:
     changes: list[Change] = field(default_factory=list)
     unchanged: int = 0
+    skipped_loaded: int = 0  # warm rows left out as loaded-host rows, counted when nothing was pinned
 
     def count(self, action: str) -> int:
         return sum(c.action == action for c in self.changes)
 
     def summary(self) -> str:
         new, repinned = self.count("pin"), self.count("repin")
+        if not new + repinned + self.unchanged and self.skipped_loaded:
+            # not "0 new": there were warm rows, and the loaded-host rule is why none is pinned
+            rows = f"{self.skipped_loaded} warm row{'' if self.skipped_loaded == 1 else 's'}"
+            return (f"0 pins: {rows} skipped as taken on a loaded host (1-minute load above the usable cores);"
+                    " --allow-loaded pins them anyway")
         return f"{new + repinned + self.unchanged} pins: {new} new, {repinned} repinned, {self.unchanged} unchanged"
 
 
@@ -162,6 +168,10 @@ def plan_pins(conn, *, filters: dict | None = None, repin: bool = False, allow_l
             plan.changes.append(Change("repin", key, row, old))
     plan.changes.sort(key=lambda c: (c.action, c.key))
     plan.unchanged = len(current) - plan.count("repin")
+    if not plan.changes and not plan.unchanged and not allow_loaded:
+        where, params = filter_sql(filters)
+        plan.skipped_loaded = conn.execute(sa.text(
+            f"SELECT count(*) FROM compile_records WHERE {pinnable_sql()} AND {LOADED_SQL}{where}"), params).scalar()
     return plan
 
 
