@@ -173,23 +173,23 @@ SKIPPED_LOADED = ("skipped as taken on a loaded host (1-minute load above the us
                   " --allow-loaded pins them anyway")
 
 
-def test_pins_update_says_when_every_warm_row_was_on_a_loaded_host(db, tmp_path):
+def test_pins_update_says_when_every_warm_row_was_on_a_loaded_host(any_db, tmp_path):
     """It said "0 pins: 0 new, 0 repinned, 0 unchanged", as if there were no warm rows:
     every one had been left out by the loaded-host rule, and nothing said so."""
-    add(db, tmp_path, rec(host_load_avg_1m=12.0, host_cpu_count=8),
+    add(any_db, tmp_path, rec(host_load_avg_1m=12.0, host_cpu_count=8),
         rec(host_load_avg_1m=9.5, host_cpu_count=8, timestamp="2026-07-02T10:00:00"),
         rec(model_type="knn", host_load_avg_1m=3.0, host_cpu_count=16, host_cpu_affinity=2),
         rec(model_type="knn", cache_state="cold", host_load_avg_1m=1.0))  # cold: not pinnable, not counted
-    result = run_cli("pins", "update", "--db", db)
+    result = run_cli("pins", "update", "--db", any_db)
     assert (result.exit_code, result.output) == (0, f"0 pins: 3 warm rows {SKIPPED_LOADED}\n")
-    check = run_cli("pins", "update", "--check", "--db", db)
+    check = run_cli("pins", "update", "--check", "--db", any_db)
     assert (check.exit_code, check.output) == (0, f"0 pins: 3 warm rows {SKIPPED_LOADED} (--check: nothing written)\n")
-    knn = run_cli("pins", "update", "--model-type", "knn", "--db", db)
+    knn = run_cli("pins", "update", "--model-type", "knn", "--db", any_db)
     assert (knn.exit_code, knn.output) == (0, f"0 pins: 1 warm row {SKIPPED_LOADED}\n")
-    assert pins_of(db) == []
-    allowed = run_cli("pins", "update", "--allow-loaded", "--db", db)
+    assert pins_of(any_db) == []
+    allowed = run_cli("pins", "update", "--allow-loaded", "--db", any_db)
     assert (allowed.exit_code, allowed.output.splitlines()[-1]) == (0, "2 pins: 2 new, 0 repinned, 0 unchanged")
-    again = run_cli("pins", "update", "--db", db)  # pinned keys: the usual summary
+    again = run_cli("pins", "update", "--db", any_db)  # pinned keys: the usual summary
     assert again.output == "2 pins: 0 new, 0 repinned, 2 unchanged\n"
 
 

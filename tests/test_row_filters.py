@@ -17,12 +17,12 @@ CHECK_CLEAN = "check run 1 (tolerance 1.5x): 1 ok, 0 regression, 0 inconclusive,
 
 
 @pytest.fixture
-def ledger_db(db, tmp_path):
-    """A small ledger: one pinned warm row and a newer warm row of the same key."""
-    add(db, tmp_path, rec(compile_s=2.0))
-    assert run_cli("pins", "update", "--db", db).exit_code == 0
-    add(db, tmp_path, rec(compile_s=2.2, timestamp="2026-07-02T10:00:00"))
-    return db
+def ledger_db(any_db, tmp_path):
+    """A small ledger (SQLite and PostgreSQL): one pinned warm row and a newer warm row of the same key."""
+    add(any_db, tmp_path, rec(compile_s=2.0))
+    assert run_cli("pins", "update", "--db", any_db).exit_code == 0
+    add(any_db, tmp_path, rec(compile_s=2.2, timestamp="2026-07-02T10:00:00"))
+    return any_db
 
 
 COMMANDS = {
