@@ -90,6 +90,7 @@ def test_rows_older_than_the_pin_are_not_judged(db, tmp_path):
 def test_filters_and_since_narrow_the_check(db, tmp_path):
     pinned(db, tmp_path, compile_s=2.0)
     add(db, tmp_path, rec(compile_s=20.0, timestamp=LATER))
+    add(db, tmp_path, rec(model_type="other", cache_state="cold"))  # a filter must match a row (test_row_filters)
     assert run_cli("check", "--model-type", "other", "--db", db).exit_code == 0
     assert run_cli("check", "--since", "2026-07-03", "--db", db).exit_code == 0
     assert run_cli("check", "--since", "2026-07-02", "--hostname", "node1", "--db", db).exit_code == 1

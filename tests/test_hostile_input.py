@@ -698,11 +698,12 @@ def test_explain_of_an_id_out_of_range_is_one_line(any_db):
 ], ids=["hostname", "transform", "check", "two", "newline", "quote", "huge"])
 def test_pins_update_with_filters_that_match_no_row_says_so(any_db, filters, shown):
     """It said "0 pins: 0 new, 0 repinned, 0 unchanged" and exit 0, as if the ledger
-    had nothing to pin: a typo in a hostname looked like success. Exit 1, nothing written."""
+    had nothing to pin: a typo in a hostname looked like success. Exit 2 (a usage error,
+    as for every command with row filters: test_row_filters.py), nothing written."""
     assert run_cli("import", CORPUS, "--db", any_db).exit_code == 0
     result = run_cli("pins", "update", *filters, "--db", any_db)
     _no_exception(result)
-    assert (result.exit_code, result.stdout) == (1, "")
+    assert (result.exit_code, result.stdout) == (2, "")
     assert result.stderr == f"error: no compile row matches {shown}: nothing to pin\n"
     assert run_cli("pins", "list", "--json", "--db", any_db).stdout.strip() == "[]"
     matching = run_cli("pins", "update", "--hostname", "euclid-ral-compute-22", "--db", any_db)

@@ -158,7 +158,7 @@ def test_cold_none_unknown_and_failed_rows_are_never_pinned(db, tmp_path):
 
 def test_loaded_host_rows_are_pinned_only_when_allowed(db, tmp_path):
     (loaded,) = add(db, tmp_path, rec(host_load_avg_1m=12.0, host_cpu_count=8))
-    assert run_cli("pins", "update", "--db", db).output == "0 pins: 0 new, 0 repinned, 0 unchanged\n"
+    assert run_cli("pins", "update", "--db", db).output == f"0 pins: 1 warm row {SKIPPED_LOADED}\n"
     (within,) = add(db, tmp_path, rec(host_load_avg_1m=12.0, host_cpu_count=16, host_cpu_affinity=16,
                                       timestamp="2026-06-01T00:00:00"))
     run_cli("pins", "update", "--check", "--db", db)
@@ -167,6 +167,30 @@ def test_loaded_host_rows_are_pinned_only_when_allowed(db, tmp_path):
     result = run_cli("pins", "update", "--repin", "--allow-loaded", "--db", db)
     assert result.output.endswith("[loaded host]\n1 pins: 0 new, 1 repinned, 0 unchanged\n")
     assert query(db, "SELECT row_id, loaded_host FROM pins") == [(loaded, 1)]
+
+
+SKIPPED_LOADED = ("skipped as taken on a loaded host (1-minute load above the usable cores);"
+                  " --allow-loaded pins them anyway")
+
+
+def test_pins_update_says_when_every_warm_row_was_on_a_loaded_host(any_db, tmp_path):
+    """It said "0 pins: 0 new, 0 repinned, 0 unchanged", as if there were no warm rows:
+    every one had been left out by the loaded-host rule, and nothing said so."""
+    add(any_db, tmp_path, rec(host_load_avg_1m=12.0, host_cpu_count=8),
+        rec(host_load_avg_1m=9.5, host_cpu_count=8, timestamp="2026-07-02T10:00:00"),
+        rec(model_type="knn", host_load_avg_1m=3.0, host_cpu_count=16, host_cpu_affinity=2),
+        rec(model_type="knn", cache_state="cold", host_load_avg_1m=1.0))  # cold: not pinnable, not counted
+    result = run_cli("pins", "update", "--db", any_db)
+    assert (result.exit_code, result.output) == (0, f"0 pins: 3 warm rows {SKIPPED_LOADED}\n")
+    check = run_cli("pins", "update", "--check", "--db", any_db)
+    assert (check.exit_code, check.output) == (0, f"0 pins: 3 warm rows {SKIPPED_LOADED} (--check: nothing written)\n")
+    knn = run_cli("pins", "update", "--model-type", "knn", "--db", any_db)
+    assert (knn.exit_code, knn.output) == (0, f"0 pins: 1 warm row {SKIPPED_LOADED}\n")
+    assert pins_of(any_db) == []
+    allowed = run_cli("pins", "update", "--allow-loaded", "--db", any_db)
+    assert (allowed.exit_code, allowed.output.splitlines()[-1]) == (0, "2 pins: 2 new, 0 repinned, 0 unchanged")
+    again = run_cli("pins", "update", "--db", any_db)  # pinned keys: the usual summary
+    assert again.output == "2 pins: 0 new, 0 repinned, 2 unchanged\n"
 
 
 def test_affinity_decides_loaded_before_cpu_count(db, tmp_path):
@@ -190,4 +214,6 @@ def test_pins_list(db, tmp_path):
     (doc,) = json.loads(run_cli("pins", "list", "--json", "--db", db).output)
     assert {k: doc[k] for k in ("row_id", "compile_s", "mixed_precision", "loaded_host")} == {
         "row_id": row, "compile_s": 2.5, "mixed_precision": False, "loaded_host": False}
-    assert run_cli("pins", "list", "--hostname", "other", "--json", "--db", db).output == "[]\n"
+    other = run_cli("pins", "list", "--hostname", "other", "--json", "--db", db)  # no such host: a typo
+    assert (other.exit_code, other.stdout, other.stderr) == (
+        2, "", "error: no compile row matches --hostname other: no pins to list\n")

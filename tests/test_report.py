@@ -166,8 +166,9 @@ def test_filters(db):
     text = report(db, "--model-type", "knn").output
     assert headings(text) == HEADINGS[:2]
     assert {ln.split(" | ")[0] for ln in table_lines(text)} == {"| imaging / knn / hst"}
-    text = report(db, "--model-type", "nope").output
-    assert text.endswith("\n\nNo warm or cold compile rows.\n")
+    nope = run_cli("report", "--model-type", "nope", "--db", db)  # a typo is not an empty report
+    assert (nope.exit_code, nope.stdout, nope.stderr) == (
+        2, "", "error: no compile row matches --model-type nope: nothing to report\n")
 
 
 def test_update_then_check_then_stale(db, tmp_path):

@@ -27,11 +27,14 @@ def report_cmd(
     """Markdown report: one table per host key (hardware, hostname, jax, precision), never ranked across keys."""
     from ledger.report import lines, predictions, recorded, text
     from ledger.storage.open import open_ledger
+    from ledger.watch.pins import refuse_unmatched
 
     if check and update is None:
         raise typer.BadParameter("--check needs --update FILE", param_hint="--check")
     filters = {"model_type": model_type, "hostname": hostname}
     with open_ledger(db, "read") as ledger:
+        with ledger.engine.connect() as conn:  # a typo'd filter is not an empty report
+            refuse_unmatched(conn, filters, "nothing to report")
         if html is not None:
             _write_html(ledger.engine, html, filters)
         if update is None and html is not None:

@@ -31,7 +31,7 @@ from ledger.watch.findings import (
 )
 from ledger.watch.history import HISTORY, TOLERANCE_RULE, rule_text
 from ledger.watch.keys import key_join_sql, loaded_cause_sql, loaded_sql
-from ledger.watch.pins import describe_key, filter_sql, pinnable_sql, utc_now
+from ledger.watch.pins import describe_key, filter_sql, pinnable_sql, refuse_unmatched, utc_now
 
 TOLERANCE = 1.5
 MIN_DIFF = 0.05  # seconds: below this a slower compile is never a regression, whatever its ratio
@@ -168,6 +168,7 @@ def run_check(engine, *, tolerance: float = TOLERANCE, filters: dict | None = No
 def judge(conn, *, tolerance: float = TOLERANCE, filters: dict | None = None, since: str | None = None,
           min_diff: float = MIN_DIFF, rejudge: bool = False) -> CheckResult:
     """run_check in the caller's write transaction."""
+    refuse_unmatched(conn, filters, "nothing to check")  # before a check run is stored
     now = utc_now()
     where, params = filter_sql(filters, "r")
     if since is not None:

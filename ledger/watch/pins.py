@@ -65,17 +65,27 @@ def describe_filters(filters: dict | None) -> str:
         text = str(value)
         return shlex.quote(text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)")
 
-    return " ".join(f"--{name.replace('_', '-')} {shown(v)}" for name, v in (filters or {}).items() if v is not None)
+    given = filters or {}
+    return " ".join(f"--{name.replace('_', '-')} {shown(given[name])}" for name in FILTER_FIELDS
+                    if given.get(name) is not None)  # one order, whichever command gave them
 
 
-def no_row_matches(conn, filters: dict | None) -> str | None:
-    """What to say when filters were given and not one compile row matches them (a
-    typo in a hostname is not "0 pins"); None when there were no filters or a row matches."""
+class NoRowMatches(LedgerError):
+    """Filters that match no compile row: a typo (`--transform bogus`), so a usage
+    error, exit 2; `ledger check` exits 1 for findings, and the two stay apart."""
+
+    exit_code = 2
+
+
+def refuse_unmatched(conn, filters: dict | None, consequence: str) -> None:
+    """Refuse filters that were given and match not one compile row: every command
+    that takes them (pins update and list, check, report) would otherwise print an
+    empty answer and exit 0, and a typo in a CI filter would read as all-clear.
+    No filters, or a matching row (or pin: one merged from another ledger): nothing to say."""
     where, params = filter_sql(filters)
-    if not where or conn.execute(sa.text(f"SELECT 1 FROM compile_records WHERE 1 = 1{where} LIMIT 1"),
-                                 params).first():
-        return None
-    return f"no compile row matches {describe_filters(filters)}"
+    if where and not any(conn.execute(sa.text(f"SELECT 1 FROM {table} WHERE 1 = 1{where} LIMIT 1"), params).first()
+                         for table in ("compile_records", "pins")):
+        raise NoRowMatches(f"no compile row matches {describe_filters(filters)}: {consequence}")
 
 
 def describe_key(row) -> str:
@@ -110,12 +120,18 @@ class Change:
 class PinPlan:
     changes: list[Change] = field(default_factory=list)
     unchanged: int = 0
+    skipped_loaded: int = 0  # warm rows left out as loaded-host rows, counted when nothing was pinned
 
     def count(self, action: str) -> int:
         return sum(c.action == action for c in self.changes)
 
     def summary(self) -> str:
         new, repinned = self.count("pin"), self.count("repin")
+        if not new + repinned + self.unchanged and self.skipped_loaded:
+            # not "0 new": there were warm rows, and the loaded-host rule is why none is pinned
+            rows = f"{self.skipped_loaded} warm row{'' if self.skipped_loaded == 1 else 's'}"
+            return (f"0 pins: {rows} skipped as taken on a loaded host (1-minute load above the usable cores);"
+                    " --allow-loaded pins them anyway")
         return f"{new + repinned + self.unchanged} pins: {new} new, {repinned} repinned, {self.unchanged} unchanged"
 
 
@@ -140,6 +156,7 @@ def existing_pins(conn, filters: dict | None) -> dict[str, dict]:
 
 
 def plan_pins(conn, *, filters: dict | None = None, repin: bool = False, allow_loaded: bool = False) -> PinPlan:
+    refuse_unmatched(conn, filters, "nothing to pin")
     current = existing_pins(conn, filters)
     plan = PinPlan()
     for row in candidates(conn, filters, allow_loaded):
@@ -151,10 +168,10 @@ def plan_pins(conn, *, filters: dict | None = None, repin: bool = False, allow_l
             plan.changes.append(Change("repin", key, row, old))
     plan.changes.sort(key=lambda c: (c.action, c.key))
     plan.unchanged = len(current) - plan.count("repin")
-    if not plan.changes and not plan.unchanged:
-        nothing = no_row_matches(conn, filters)
-        if nothing:
-            raise LedgerError(f"{nothing}: nothing to pin")
+    if not plan.changes and not plan.unchanged and not allow_loaded:
+        where, params = filter_sql(filters)
+        plan.skipped_loaded = conn.execute(sa.text(
+            f"SELECT count(*) FROM compile_records WHERE {pinnable_sql()} AND {LOADED_SQL}{where}"), params).scalar()
     return plan
 
 
@@ -224,6 +241,7 @@ def list_pins(engine, filters: dict | None = None) -> tuple[list[str], list[tupl
             query = query.where(pins.c[name] == value)
     query = query.order_by(*(pins.c[name] for name in COMPARABILITY_KEY))
     with engine.connect() as conn:
+        refuse_unmatched(conn, filters, "no pins to list")
         return list(LIST_COLUMNS), [tuple(r) for r in conn.execute(query)]
 
 
