@@ -402,3 +402,25 @@ def test_full_disk_is_one_line_and_leaves_the_database_as_it_was(tmp_path, corpu
     assert (tmp_path / "sql.out").read_text() == f"c,i\n{CORPUS_COMPILE},{CORPUS_SIBLINGS}\n"
     assert _sha(after_read) == before
     assert "ledger.db-journal" not in left.read_text().split()
+
+
+# -- a server that refuses the connection ------------------------------------------------
+
+REFUSED_URL = "postgresql+psycopg://u:secretpw@127.0.0.1:1/x"  # port 1: nothing listens
+
+
+def _refused(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([LEDGER, *args], env={**_env(), "LEDGER_DB": REFUSED_URL},
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+@pytest.mark.parametrize("args", [["sql", "select 1"], ["pins", "list"]], ids=["sql", "pins list"])
+def test_unreachable_server_is_one_line_without_the_password(args):
+    r = _refused(*args)
+    line = _assert_one_line_error(r.returncode, r.stderr, "connection failed")
+    assert line.startswith("error: cannot open postgresql+psycopg://u:***@127.0.0.1:1/x: connection failed: "), line
+    assert "secretpw" not in r.stderr + r.stdout and r.stdout == ""
+
+
+def test_sql_and_pins_list_say_the_same_of_an_unreachable_server():
+    assert _refused("sql", "select 1").stderr == _refused("pins", "list").stderr
