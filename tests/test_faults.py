@@ -424,3 +424,37 @@ def test_unreachable_server_is_one_line_without_the_password(args):
 
 def test_sql_and_pins_list_say_the_same_of_an_unreachable_server():
     assert _refused("sql", "select 1").stderr == _refused("pins", "list").stderr
+
+
+# -- stdout that refuses the output ------------------------------------------------------
+
+WRITERS = {
+    "sql": ["sql", "SELECT 1"],
+    "sql --csv": ["sql", "--csv", COUNTS_SQL],
+    "export": ["export"],
+    "report": ["report"],
+    "pins list": ["pins", "list"],
+    "check": ["check"],
+}
+
+
+@pytest.mark.parametrize("args", WRITERS.values(), ids=WRITERS.keys())
+def test_output_to_a_full_device_is_one_line(corpus_db, args):
+    # the real entry point: Python's own flush of stdout at exit fails here too
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([LEDGER, *args], env={**_env(), "LEDGER_DB": str(corpus_db)}, stdout=full,
+                           stderr=subprocess.PIPE, text=True, timeout=120, check=False)
+    assert r.stderr == "error: cannot write the output: No space left on device\n" and r.returncode == 1, r.stderr
+
+
+def test_output_to_a_closed_pipe_stays_quiet(corpus_db):
+    many = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300000) SELECT i FROM n"
+    for args in (["sql", "--csv", many], ["sql", "SELECT 1"]):
+        reader, writer = os.pipe()
+        os.close(reader)  # nobody reads: the first write is EPIPE
+        try:
+            r = subprocess.run([LEDGER, *args], env={**_env(), "LEDGER_DB": str(corpus_db)}, stdout=writer,
+                               stderr=subprocess.PIPE, text=True, timeout=120, check=False)
+        finally:
+            os.close(writer)
+        assert r.stderr == "" and r.returncode == 1, (args, r.returncode, r.stderr)
