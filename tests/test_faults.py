@@ -458,3 +458,33 @@ def test_output_to_a_closed_pipe_stays_quiet(corpus_db):
         finally:
             os.close(writer)
         assert r.stderr == "" and r.returncode == 1, (args, r.returncode, r.stderr)
+
+
+# A command that writes without flushing leaves its output to the interpreter's flush
+# at exit (none of today's does: Click's echo flushes). Its error there is the same.
+UNFLUSHED = """
+import sys
+from ledger.cli import commands, main
+
+@commands.app.command("unflushed")
+def unflushed():
+    sys.stdout.write("x\\n")
+
+sys.argv = ["ledger", "unflushed"]
+main()
+"""
+
+
+def test_output_refused_at_the_last_flush_is_one_line_or_quiet_for_a_pipe():
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-c", UNFLUSHED], env=_env(), stdout=full, stderr=subprocess.PIPE,
+                           text=True, timeout=120, check=False)
+    assert (r.returncode, r.stderr) == (1, "error: cannot write the output: No space left on device\n")
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        r = subprocess.run([sys.executable, "-c", UNFLUSHED], env=_env(), stdout=writer, stderr=subprocess.PIPE,
+                           text=True, timeout=120, check=False)
+    finally:
+        os.close(writer)
+    assert (r.returncode, r.stderr) == (1, "")
