@@ -28,6 +28,11 @@ def as_ledger_error(exc: Exception) -> LedgerError | None:
     means to them (redacted); None for a bug, which keeps its traceback."""
     if isinstance(exc, LedgerError):
         return exc
+    from ledger.output import output_error
+
+    said = output_error(exc)  # stdout refused the output (a full device)
+    if said is not None:
+        return LedgerError(said)
     module = type(exc).__module__
     if module.startswith("sqlalchemy"):
         from ledger.storage.url import redact

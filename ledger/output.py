@@ -9,8 +9,11 @@ still runs, and holding a result of any length costs one row of memory.
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
+import os
+import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from itertools import islice
@@ -18,6 +21,88 @@ from typing import TextIO
 
 FLUSH_EVERY_S = 0.25
 WRITE_CHUNK = 1000  # rows rendered and written at once
+
+
+# -- stdout that refuses a write -----------------------------------------------------------
+# A full device (ENOSPC), a quota, an I/O error: the command's output is lost, and the
+# user is told so in one line (as_ledger_error, and end_output for the interpreter's
+# last flush). A closed pipe (EPIPE: `ledger sql ... | head -1`) is no error: Click's
+# own handling ends it quietly, exit 1. Only errors of stdout itself are marked, so an
+# OSError of any other file keeps its traceback.
+
+_MARK = "ledger_stdout"
+
+
+class _Stdout(io.TextIOWrapper):
+    """sys.stdout, whose write errors say they are stdout's. Marked at the text layer:
+    a raw file's write in Python would let a SIGINT land after the bytes went out and
+    before the buffer counted them, and they would be written twice."""
+
+    def write(self, s):
+        try:
+            return super().write(s)
+        except OSError as exc:
+            setattr(exc, _MARK, True)
+            raise
+
+    def flush(self):
+        try:
+            return super().flush()
+        except OSError as exc:
+            setattr(exc, _MARK, True)
+            raise
+
+
+def mark_stdout() -> None:
+    """Put sys.stdout on a _Stdout: the same fd, encoding, errors and buffering as
+    the interpreter gave it. For the `ledger` entry point (ledger/cli/__init__.py)."""
+    old = sys.stdout
+    try:
+        fd = old.fileno()
+        old.flush()
+    except (AttributeError, OSError, ValueError):
+        return  # no stdout, or not a file: nothing to mark
+    sys.stdout = _Stdout(io.BufferedWriter(io.FileIO(fd, "w", closefd=False)),
+                         encoding=old.encoding, errors=old.errors,
+                         line_buffering=old.line_buffering, write_through=old.write_through)
+
+
+def _drop_stdout() -> None:
+    """fd 1 onto /dev/null: what stdout still holds goes nowhere, and the
+    interpreter's flush at exit does not fail on it again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
+
+
+def output_error(exc: BaseException) -> str | None:
+    """What a write error of stdout means to the user; None for any other error and
+    for a closed pipe. What stdout still holds is dropped (_drop_stdout)."""
+    if not (isinstance(exc, OSError) and getattr(exc, _MARK, False)) or exc.errno == errno.EPIPE:
+        return None
+    _drop_stdout()
+    return f"cannot write the output: {exc.strerror or os.strerror(exc.errno or 0)}"
+
+
+def end_output() -> str | None:
+    """Flush stdout before the interpreter does. None when it is written; else the
+    command fails: output_error's line, or "" (nothing to say) for a closed pipe, as
+    Click ends one met earlier."""
+    try:
+        sys.stdout.flush()
+    except OSError as exc:
+        said = output_error(exc)
+        if said is not None:
+            return said
+        if exc.errno != errno.EPIPE:
+            raise
+        _drop_stdout()
+        return ""
+    except (AttributeError, ValueError):  # no stdout, or closed
+        pass
+    return None
 
 
 def shown(value) -> str:

@@ -402,3 +402,89 @@ def test_full_disk_is_one_line_and_leaves_the_database_as_it_was(tmp_path, corpu
     assert (tmp_path / "sql.out").read_text() == f"c,i\n{CORPUS_COMPILE},{CORPUS_SIBLINGS}\n"
     assert _sha(after_read) == before
     assert "ledger.db-journal" not in left.read_text().split()
+
+
+# -- a server that refuses the connection ------------------------------------------------
+
+REFUSED_URL = "postgresql+psycopg://u:secretpw@127.0.0.1:1/x"  # port 1: nothing listens
+
+
+def _refused(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([LEDGER, *args], env={**_env(), "LEDGER_DB": REFUSED_URL},
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+@pytest.mark.parametrize("args", [["sql", "select 1"], ["pins", "list"]], ids=["sql", "pins list"])
+def test_unreachable_server_is_one_line_without_the_password(args):
+    r = _refused(*args)
+    line = _assert_one_line_error(r.returncode, r.stderr, "connection failed")
+    assert line.startswith("error: cannot open postgresql+psycopg://u:***@127.0.0.1:1/x: connection failed: "), line
+    assert "secretpw" not in r.stderr + r.stdout and r.stdout == ""
+
+
+def test_sql_and_pins_list_say_the_same_of_an_unreachable_server():
+    assert _refused("sql", "select 1").stderr == _refused("pins", "list").stderr
+
+
+# -- stdout that refuses the output ------------------------------------------------------
+
+WRITERS = {
+    "sql": ["sql", "SELECT 1"],
+    "sql --csv": ["sql", "--csv", COUNTS_SQL],
+    "export": ["export"],
+    "report": ["report"],
+    "pins list": ["pins", "list"],
+    "check": ["check"],
+}
+
+
+@pytest.mark.parametrize("args", WRITERS.values(), ids=WRITERS.keys())
+def test_output_to_a_full_device_is_one_line(corpus_db, args):
+    # the real entry point: Python's own flush of stdout at exit fails here too
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([LEDGER, *args], env={**_env(), "LEDGER_DB": str(corpus_db)}, stdout=full,
+                           stderr=subprocess.PIPE, text=True, timeout=120, check=False)
+    assert r.stderr == "error: cannot write the output: No space left on device\n" and r.returncode == 1, r.stderr
+
+
+def test_output_to_a_closed_pipe_stays_quiet(corpus_db):
+    many = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300000) SELECT i FROM n"
+    for args in (["sql", "--csv", many], ["sql", "SELECT 1"]):
+        reader, writer = os.pipe()
+        os.close(reader)  # nobody reads: the first write is EPIPE
+        try:
+            r = subprocess.run([LEDGER, *args], env={**_env(), "LEDGER_DB": str(corpus_db)}, stdout=writer,
+                               stderr=subprocess.PIPE, text=True, timeout=120, check=False)
+        finally:
+            os.close(writer)
+        assert r.stderr == "" and r.returncode == 1, (args, r.returncode, r.stderr)
+
+
+# A command that writes without flushing leaves its output to the interpreter's flush
+# at exit (none of today's does: Click's echo flushes). Its error there is the same.
+UNFLUSHED = """
+import sys
+from ledger.cli import commands, main
+
+@commands.app.command("unflushed")
+def unflushed():
+    sys.stdout.write("x\\n")
+
+sys.argv = ["ledger", "unflushed"]
+main()
+"""
+
+
+def test_output_refused_at_the_last_flush_is_one_line_or_quiet_for_a_pipe():
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-c", UNFLUSHED], env=_env(), stdout=full, stderr=subprocess.PIPE,
+                           text=True, timeout=120, check=False)
+    assert (r.returncode, r.stderr) == (1, "error: cannot write the output: No space left on device\n")
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        r = subprocess.run([sys.executable, "-c", UNFLUSHED], env=_env(), stdout=writer, stderr=subprocess.PIPE,
+                           text=True, timeout=120, check=False)
+    finally:
+        os.close(writer)
+    assert (r.returncode, r.stderr) == (1, "")

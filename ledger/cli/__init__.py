@@ -33,5 +33,17 @@ def main() -> None:
         record_alone(sys.argv[2:])
         return
     from ledger.cli.commands import app
+    from ledger.output import end_output, mark_stdout
 
-    app()
+    mark_stdout()  # a write error of stdout is one line (ledger/output.py), not a traceback
+    try:
+        app()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    said = end_output()  # the interpreter's own flush at exit would fail with a traceback
+    if said is not None:
+        if said:
+            print(f"error: {said}", file=sys.stderr)
+        code = code or 1
+    sys.exit(code)

@@ -206,12 +206,17 @@ def _postgres_query(ledger, query: str) -> Iterator[Result]:
 
     if ledger.engine.dialect.driver != "psycopg":
         raise LedgerError("ledger sql on PostgreSQL needs the psycopg driver: a postgresql+psycopg:// URL")
-    try:
-        raw = ledger.engine.raw_connection()
-    except SQLAlchemyError as exc:
-        raise LedgerError(f"cannot query {ledger.display}: {first_line(exc)}") from None
     import psycopg
     from psycopg import capabilities
+
+    from ledger.storage.url import redact
+
+    try:
+        raw = ledger.engine.raw_connection()
+    except (SQLAlchemyError, psycopg.Error) as exc:
+        # the pool's connect raises the driver's own error (a refused connection),
+        # unwrapped; said as every other command says it (revisions.engine_status)
+        raise LedgerError(f"cannot open {ledger.display}: {redact(first_line(exc))}") from None
 
     pg = raw.driver_connection
     cur = pg.cursor()
