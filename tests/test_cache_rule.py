@@ -75,10 +75,13 @@ def test_migration_path_matches_table(db):
 
 
 def test_import_path_matches_table(tmp_path, db):
-    write_json(tmp_path / "in.json", [_record(i, cd, tag) for i, (cd, tag, _, _) in enumerate(CASES)])
+    # a tag with a line break is refused at import now (one line of text, the record
+    # contract); the rule's answer for one already stored is held by the other paths
+    cases = [c for c in CASES if "\n" not in c[1]]
+    write_json(tmp_path / "in.json", [_record(i, cd, tag) for i, (cd, tag, _, _) in enumerate(cases)])
     result = run_cli("import", tmp_path / "in.json", "--db", db)
     assert result.exit_code == 0, result.output
-    assert _states(db) == [(s, src) for _, _, s, src in CASES]
+    assert _states(db) == [(s, src) for _, _, s, src in cases]
 
 
 def test_recorded_state_is_kept_and_never_backfilled(tmp_path, db):
