@@ -392,3 +392,63 @@ def test_sigint_stops_a_query_waiting_for_a_writers_lock(any_db, tmp_path):
         writer.close()
     assert (rc, rest, stderr, run.read) == (130, "", "interrupted\n", [])
     assert took < SIGINT_EXIT_S, f"exit {took:.2f} s after SIGINT"
+
+
+# One value is capped: SQLite refuses to build a value over CELL_LIMIT, so a huge one
+# costs nothing (it was 24x its size in memory: zeroblob(1e8) took 2.4 GB).
+
+TOO_BIG = ("error: sql error: a value is over 1048576 bytes, the cap on one value of ledger sql: "
+           "select a part of it (substr(x, 1, n)) or its length\n")
+HUGE = ["SELECT zeroblob(1e8)", "SELECT printf('%.*c', 100000000, 'x') AS t", "SELECT 1 AS a, zeroblob(1e9) AS b"]
+
+PEAK_RSS_OUT = """
+import resource, subprocess, sys
+# an address-space ceiling, so that a ledger that does try the whole value fails
+# instead of bringing the OOM killer
+limit = lambda: resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+with open(sys.argv[1], "w") as out:
+    p = subprocess.run(sys.argv[2:], stdout=out, stderr=subprocess.PIPE, text=True, preexec_fn=limit)
+print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+print(p.stderr, end="")
+"""
+
+
+@pytest.mark.parametrize("query", HUGE)
+@pytest.mark.parametrize("fmt", ["table", "--csv", "--json"])
+def test_a_huge_value_is_refused_in_one_line_at_a_bounded_cost(tmp_path, query, fmt):
+    db = tmp_path / "ledger.db"
+    assert run_cli("db", "upgrade", "--db", db).exit_code == 0
+    out_file = tmp_path / "out"
+    args = [LEDGER, "sql", query, "--db", str(db)] + ([] if fmt == "table" else [fmt])
+    out = subprocess.run([sys.executable, "-c", PEAK_RSS_OUT, str(out_file), *args],
+                         check=False, capture_output=True, text=True, timeout=300)
+    head, _, stderr = out.stdout.partition("\n")
+    rc, peak_kb = map(int, head.split())
+    print(f"{query} {fmt}: peak RSS {peak_kb / 1000:.0f} MB, {out_file.stat().st_size} bytes out")
+    assert (rc, stderr, out_file.read_text()) == (1, TOO_BIG, "")
+    assert peak_kb < 300_000, f"peak RSS {peak_kb / 1000:.0f} MB"
+
+
+def test_a_value_at_the_cap_is_printed_whole(tmp_path):
+    db = tmp_path / "ledger.db"
+    assert run_cli("db", "upgrade", "--db", db).exit_code == 0
+    result = run_cli("sql", "SELECT length(zeroblob(1048576)) AS n, printf('%.*c', 1048576, 'x') AS t",
+                     "--csv", "--db", db)
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert result.stdout == "n,t\n1048576," + "x" * 1048576 + "\n"
+    # what is over the cap in a step of the query but not in its answer is refused too
+    result = run_cli("sql", "SELECT length(zeroblob(1048577))", "--db", db)
+    assert (result.exit_code, result.stdout, result.stderr) == (1, "", TOO_BIG)
+
+
+def test_the_table_stays_small_for_wide_values(tmp_path):
+    """The table holds its rows to align them: at most TABLE_BYTES of them, then it
+    says it stopped, as it does at 1000 rows."""
+    db = tmp_path / "ledger.db"
+    assert run_cli("db", "upgrade", "--db", db).exit_code == 0
+    query = f"SELECT x, printf('%.*c', 1000000, 'y') AS t FROM ({_counting(100)})"
+    result = _sql(query, "--db", db)
+    assert (result.returncode, result.stderr) == (0, "")
+    lines = result.stdout.splitlines()
+    assert lines[-1] == "... (first 15 rows: the table holds at most 16 MiB; use --csv or --json for all)"
+    assert len(lines) == 2 + 15 + 1 and len(result.stdout) < 16 << 20
