@@ -399,7 +399,7 @@ def test_sigint_stops_a_query_waiting_for_a_writers_lock(any_db, tmp_path):
 
 TOO_BIG = ("error: sql error: a value is over 1048576 bytes, the cap on one value of ledger sql: "
            "select a part of it (substr(x, 1, n)) or its length\n")
-HUGE = ["SELECT zeroblob(1e8)", "SELECT printf('%.*c', 100000000, 'x') AS t", "SELECT 1 AS a, zeroblob(1e9) AS b"]
+HUGE = ["SELECT zeroblob(1e8)", "SELECT hex(zeroblob(50000000)) AS t", "SELECT 1 AS a, zeroblob(1e9) AS b"]
 
 PEAK_RSS_OUT = """
 import resource, subprocess, sys
@@ -432,13 +432,26 @@ def test_a_huge_value_is_refused_in_one_line_at_a_bounded_cost(tmp_path, query, 
 def test_a_value_at_the_cap_is_printed_whole(tmp_path):
     db = tmp_path / "ledger.db"
     assert run_cli("db", "upgrade", "--db", db).exit_code == 0
-    result = run_cli("sql", "SELECT length(zeroblob(1048576)) AS n, printf('%.*c', 1048576, 'x') AS t",
-                     "--csv", "--db", db)
+    result = run_cli("sql", "SELECT length(zeroblob(1048576)) AS n, hex(zeroblob(524287)) || '00' AS t", "--csv", "--db", db)
     assert (result.exit_code, result.stderr) == (0, "")
-    assert result.stdout == "n,t\n1048576," + "x" * 1048576 + "\n"
+    assert result.stdout == "n,t\n1048576," + "00" * 524288 + "\n"
     # what is over the cap in a step of the query but not in its answer is refused too
     result = run_cli("sql", "SELECT length(zeroblob(1048577))", "--db", db)
     assert (result.exit_code, result.stdout, result.stderr) == (1, "", TOO_BIG)
+
+
+def test_printf_over_the_cap_is_null_as_sqlite_makes_it(tmp_path):
+    """SQLite's printf() (and format()) is the one that does not fail over the cap: it
+    yields NULL (SQLite's own rule). Still nothing huge is built."""
+    db = tmp_path / "ledger.db"
+    assert run_cli("db", "upgrade", "--db", db).exit_code == 0
+    query = "SELECT printf('%.*c', 100000000, 'x') IS NULL AS cut"
+    out = subprocess.run([sys.executable, "-c", PEAK_RSS_OUT, str(tmp_path / "out"), LEDGER, "sql", query,
+                          "--csv", "--db", str(db)], check=False, capture_output=True, text=True, timeout=300)
+    head, _, stderr = out.stdout.partition("\n")
+    rc, peak_kb = map(int, head.split())
+    assert (rc, stderr, (tmp_path / "out").read_text()) == (0, "", "cut\n1\n")
+    assert peak_kb < 300_000, f"peak RSS {peak_kb / 1000:.0f} MB"
 
 
 def test_the_table_stays_small_for_wide_values(tmp_path):
