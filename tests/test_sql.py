@@ -463,5 +463,22 @@ def test_the_table_stays_small_for_wide_values(tmp_path):
     result = _sql(query, "--db", db)
     assert (result.returncode, result.stderr) == (0, "")
     lines = result.stdout.splitlines()
-    assert lines[-1] == "... (first 15 rows: the table holds at most 16 MiB; use --csv or --json for all)"
-    assert len(lines) == 2 + 15 + 1 and len(result.stdout) < 16 << 20
+    assert lines[-1] == "... (first 14 rows: the table holds at most 16 MiB; use --csv or --json for all)"
+    assert len(lines) == 2 + 14 + 1 and len(result.stdout) < 16 << 20
+
+
+def test_a_table_of_values_at_the_cap_stays_under_300_mb(tmp_path):
+    """1000 rows of 1 MiB BLOBs (4 MiB each as shown) were 4 GB of table: it stops at
+    TABLE_BYTES."""
+    db = tmp_path / "ledger.db"
+    assert run_cli("db", "upgrade", "--db", db).exit_code == 0
+    query = f"SELECT zeroblob(1048576) AS b FROM ({_counting(1000)})"
+    out = subprocess.run([sys.executable, "-c", PEAK_RSS_OUT, str(tmp_path / "out"), LEDGER, "sql", query,
+                          "--db", str(db)], check=False, capture_output=True, text=True, timeout=300)
+    head, _, stderr = out.stdout.partition("\n")
+    rc, peak_kb = map(int, head.split())
+    print(f"table of 1000 x 1 MiB: peak RSS {peak_kb / 1000:.0f} MB")
+    lines = (tmp_path / "out").read_text().splitlines()
+    assert (rc, stderr, len(lines)) == (0, "", 4)
+    assert lines[-1] == "... (first 1 rows: the table holds at most 16 MiB; use --csv or --json for all)"
+    assert peak_kb < 300_000, f"peak RSS {peak_kb / 1000:.0f} MB"
