@@ -24,6 +24,10 @@ WRITE_CHUNK = 1000  # rows rendered and written at once
 # The most text the aligned table holds (it holds its rows to align them): with
 # values of up to 1 MiB (readonly.CELL_LIMIT), 1000 rows of them would not do.
 TABLE_BYTES = 16 << 20
+# About the most text one streamed chunk renders: after each chunk the next one's
+# rows are as many as fit at the width of the last (WRITE_CHUNK at most), so rows
+# of 1 MiB values are written a few at a time, not 1000 (1 GB) at once.
+CHUNK_BYTES = 4 << 20
 
 
 # -- stdout that refuses a write -----------------------------------------------------------
@@ -180,14 +184,19 @@ def _paced(out: TextIO, rows: Iterable[Sequence], render: Callable[[list], str])
     """Write the rows as they come, rendered a chunk at a time (one write per row
     would cost as much as the query); flush on the first row, then whenever
     FLUSH_EVERY_S has passed since the last flush, so that a pipe's buffer does not
-    hold the rows of a slow query back. Returns the number of rows."""
-    chunk, n, due = [], 0, 0.0
+    hold the rows of a slow query back; a chunk is about CHUNK_BYTES of text at
+    most, as wide as the last chunk's rows were (the first row is written alone).
+    Returns the number of rows."""
+    chunk, n, due, most = [], 0, 0.0, WRITE_CHUNK
     try:
         for row in rows:
             chunk.append(row)
             now = time.monotonic()
-            if now >= due or len(chunk) >= WRITE_CHUNK:
-                out.write(render(chunk))
+            if now >= due or len(chunk) >= most:
+                text = render(chunk)
+                out.write(text)
+                most = max(1, min(WRITE_CHUNK, CHUNK_BYTES * len(chunk) // max(1, len(text))))
+                del text
                 n += len(chunk)
                 chunk.clear()
                 if now >= due:

@@ -482,3 +482,21 @@ def test_a_table_of_values_at_the_cap_stays_under_300_mb(tmp_path):
     assert (rc, stderr, len(lines)) == (0, "", 4)
     assert lines[-1] == "... (first 1 rows: the table holds at most 16 MiB; use --csv or --json for all)"
     assert peak_kb < 300_000, f"peak RSS {peak_kb / 1000:.0f} MB"
+
+
+@pytest.mark.parametrize("fmt", ["--csv", "--json"])
+def test_streamed_values_at_the_cap_stay_under_300_mb(tmp_path, fmt):
+    """1000 rows of 1 MiB BLOBs were rendered 1000 at a time (2 GB as hex): now a
+    chunk is a few MiB."""
+    db = tmp_path / "ledger.db"
+    assert run_cli("db", "upgrade", "--db", db).exit_code == 0
+    query = f"SELECT zeroblob(1048576) AS b FROM ({_counting(300)})"
+    out = subprocess.run([sys.executable, "-c", PEAK_RSS_OUT, str(tmp_path / "out"), LEDGER, "sql", query, fmt,
+                          "--db", str(db)], check=False, capture_output=True, text=True, timeout=300)
+    head, _, stderr = out.stdout.partition("\n")
+    rc, peak_kb = map(int, head.split())
+    print(f"{fmt} of 300 x 1 MiB: peak RSS {peak_kb / 1000:.0f} MB")
+    assert (rc, stderr) == (0, "")
+    with open(tmp_path / "out") as f:
+        assert sum(1 for _ in f) == 300 + (fmt == "--csv")
+    assert peak_kb < 300_000, f"peak RSS {peak_kb / 1000:.0f} MB"
