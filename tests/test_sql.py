@@ -500,3 +500,17 @@ def test_streamed_values_at_the_cap_stay_under_300_mb(tmp_path, fmt):
     with open(tmp_path / "out") as f:
         assert sum(1 for _ in f) == 300 + (fmt == "--csv")
     assert peak_kb < 300_000, f"peak RSS {peak_kb / 1000:.0f} MB"
+
+
+def test_the_cap_where_the_database_is_not_told_of_it():
+    """Python 3.10 (no setlimit) and PostgreSQL: each value is checked as it comes,
+    in UTF-8 bytes, with the same line."""
+    from ledger.errors import LedgerError
+    from ledger.storage.readonly import CELL_LIMIT, _capped
+
+    at_cap = [(1, b"x" * CELL_LIMIT, "é" * (CELL_LIMIT // 2), None)]
+    assert list(_capped(iter(at_cap))) == at_cap
+    for over in (b"x" * (CELL_LIMIT + 1), "x" * (CELL_LIMIT + 1), "é" * (CELL_LIMIT // 2) + "x"):
+        with pytest.raises(LedgerError) as err:
+            list(_capped(iter([(1, "ok"), (2, over)])))
+        assert f"error: {err.value}\n" == TOO_BIG
