@@ -21,6 +21,13 @@ from typing import TextIO
 
 FLUSH_EVERY_S = 0.25
 WRITE_CHUNK = 1000  # rows rendered and written at once
+# The most text the aligned table holds (it holds its rows to align them): with
+# values of up to 1 MiB (readonly.CELL_LIMIT), 1000 rows of them would not do.
+TABLE_BYTES = 16 << 20
+# About the most text one streamed chunk renders: after each chunk the next one's
+# rows are as many as fit at the width of the last (WRITE_CHUNK at most), so rows
+# of 1 MiB values are written a few at a time, not 1000 (1 GB) at once.
+CHUNK_BYTES = 4 << 20
 
 
 # -- stdout that refuses a write -----------------------------------------------------------
@@ -135,6 +142,16 @@ def _numeric_text(value) -> bool:
         return False
 
 
+def _table_text(columns: Sequence[str], cells: Sequence[Sequence[str]], widths: Sequence[int],
+                numeric: Sequence[bool]) -> str:
+    def line(values):
+        return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)).rstrip()
+
+    out = [line(columns), "  ".join("-" * w for w in widths)]
+    out.extend(line(row) for row in cells)
+    return "\n".join(out) + "\n"
+
+
 def format_table(columns: Sequence[str], rows: Sequence[Sequence]) -> str:
     cells = [[_cell(v) for v in row] for row in rows]
     widths = [len(c) for c in columns]
@@ -142,13 +159,7 @@ def format_table(columns: Sequence[str], rows: Sequence[Sequence]) -> str:
         widths = [max(w, len(c)) for w, c in zip(widths, row)]
     numeric = [bool(rows) and all(isinstance(r[i], (int, float)) or _numeric_text(r[i]) for r in rows)
                for i in range(len(columns))]
-
-    def line(values):
-        return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric)).rstrip()
-
-    out = [line(columns), "  ".join("-" * w for w in widths)]
-    out.extend(line(row) for row in cells)
-    return "\n".join(out) + "\n"
+    return _table_text(columns, cells, widths, numeric)
 
 
 def format_csv(columns: Sequence[str], rows: Sequence[Sequence]) -> str:
@@ -173,14 +184,19 @@ def _paced(out: TextIO, rows: Iterable[Sequence], render: Callable[[list], str])
     """Write the rows as they come, rendered a chunk at a time (one write per row
     would cost as much as the query); flush on the first row, then whenever
     FLUSH_EVERY_S has passed since the last flush, so that a pipe's buffer does not
-    hold the rows of a slow query back. Returns the number of rows."""
-    chunk, n, due = [], 0, 0.0
+    hold the rows of a slow query back; a chunk is about CHUNK_BYTES of text at
+    most, as wide as the last chunk's rows were (the first row is written alone).
+    Returns the number of rows."""
+    chunk, n, due, most = [], 0, 0.0, WRITE_CHUNK
     try:
         for row in rows:
             chunk.append(row)
             now = time.monotonic()
-            if now >= due or len(chunk) >= WRITE_CHUNK:
-                out.write(render(chunk))
+            if now >= due or len(chunk) >= most:
+                text = render(chunk)
+                out.write(text)
+                most = max(1, min(WRITE_CHUNK, CHUNK_BYTES * len(chunk) // max(1, len(text))))
+                del text
                 n += len(chunk)
                 chunk.clear()
                 if now >= due:
@@ -225,15 +241,30 @@ def write_json_lines(out: TextIO, columns: Sequence[str], rows: Iterable[Sequenc
 def write_table(out: TextIO, columns: Sequence[str], rows: Iterable[Sequence], limit: int | None,
                 more: str = "") -> int:
     """An aligned table of at most `limit` rows (None: all of them, held in memory to
-    size the columns), and when there are more, a closing line that says so:
-    `... (first 1000 rows<more>)`. Only the rows shown and one more are fetched."""
-    head = list(rows if limit is None else islice(rows, limit + 1))
-    cut = limit is not None and len(head) > limit
-    if cut:
-        head = head[:limit]
+    size the columns) and at most TABLE_BYTES of text (every line is as wide as the
+    widest cell makes it), and when there are more, a closing line that says so:
+    `... (first 1000 rows<more>)`. Only the rows shown and one more are fetched; the
+    first row is shown whatever its width."""
+    cells: list[list[str]] = []
+    widths = [len(c) for c in columns]
+    numeric = [True] * len(columns)
+    said = ""
+    for row in rows if limit is None else islice(rows, limit + 1):
+        if limit is not None and len(cells) == limit:
+            said = f"first {limit} rows{more}"
+            break
+        shown_row = [_cell(v) for v in row]
+        wider = [max(w, len(c)) for w, c in zip(widths, shown_row)]
+        # the header, the rule and the rows, each as wide as the widest
+        if cells and (len(cells) + 3) * (sum(wider) + 2 * len(wider)) > TABLE_BYTES:
+            said = f"first {len(cells)} rows: the table holds at most {TABLE_BYTES >> 20} MiB; use --csv or --json for all"
+            break
+        cells.append(shown_row)
+        widths = wider
+        numeric = [num and (isinstance(v, (int, float)) or _numeric_text(v)) for num, v in zip(numeric, row)]
     if columns:
-        out.write(format_table(columns, head))
-    if cut:
-        out.write(f"... (first {limit} rows{more})\n")
+        out.write(_table_text(columns, cells, widths, [num and bool(cells) for num in numeric]))
+    if said:
+        out.write(f"... ({said})\n")
     out.flush()
-    return len(head)
+    return len(cells)

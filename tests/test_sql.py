@@ -392,3 +392,125 @@ def test_sigint_stops_a_query_waiting_for_a_writers_lock(any_db, tmp_path):
         writer.close()
     assert (rc, rest, stderr, run.read) == (130, "", "interrupted\n", [])
     assert took < SIGINT_EXIT_S, f"exit {took:.2f} s after SIGINT"
+
+
+# One value is capped: SQLite refuses to build a value over CELL_LIMIT, so a huge one
+# costs nothing (it was 24x its size in memory: zeroblob(1e8) took 2.4 GB).
+
+TOO_BIG = ("error: sql error: a value is over 1048576 bytes, the cap on one value of ledger sql: "
+           "select a part of it (substr(x, 1, n)) or its length\n")
+HUGE = ["SELECT zeroblob(1e8)", "SELECT hex(zeroblob(50000000)) AS t", "SELECT 1 AS a, zeroblob(1e9) AS b"]
+
+PEAK_RSS_OUT = """
+import resource, subprocess, sys
+# an address-space ceiling, so that a ledger that does try the whole value fails
+# instead of bringing the OOM killer
+limit = lambda: resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+with open(sys.argv[1], "w") as out:
+    p = subprocess.run(sys.argv[2:], stdout=out, stderr=subprocess.PIPE, text=True, preexec_fn=limit)
+print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+print(p.stderr, end="")
+"""
+
+
+@pytest.mark.parametrize("query", HUGE)
+@pytest.mark.parametrize("fmt", ["table", "--csv", "--json"])
+def test_a_huge_value_is_refused_in_one_line_at_a_bounded_cost(tmp_path, query, fmt):
+    db = tmp_path / "ledger.db"
+    assert run_cli("db", "upgrade", "--db", db).exit_code == 0
+    out_file = tmp_path / "out"
+    args = [LEDGER, "sql", query, "--db", str(db)] + ([] if fmt == "table" else [fmt])
+    out = subprocess.run([sys.executable, "-c", PEAK_RSS_OUT, str(out_file), *args],
+                         check=False, capture_output=True, text=True, timeout=300)
+    head, _, stderr = out.stdout.partition("\n")
+    rc, peak_kb = map(int, head.split())
+    print(f"{query} {fmt}: peak RSS {peak_kb / 1000:.0f} MB, {out_file.stat().st_size} bytes out")
+    assert (rc, stderr, out_file.read_text()) == (1, TOO_BIG, "")
+    assert peak_kb < 300_000, f"peak RSS {peak_kb / 1000:.0f} MB"
+
+
+def test_a_value_at_the_cap_is_printed_whole(tmp_path):
+    db = tmp_path / "ledger.db"
+    assert run_cli("db", "upgrade", "--db", db).exit_code == 0
+    result = run_cli("sql", "SELECT length(zeroblob(1048576)) AS n, hex(zeroblob(524287)) || '00' AS t", "--csv", "--db", db)
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert result.stdout == "n,t\n1048576," + "00" * 524288 + "\n"
+    # what is over the cap in a step of the query but not in its answer is refused too
+    result = run_cli("sql", "SELECT length(zeroblob(1048577))", "--db", db)
+    assert (result.exit_code, result.stdout, result.stderr) == (1, "", TOO_BIG)
+
+
+def test_printf_over_the_cap_is_null_as_sqlite_makes_it(tmp_path):
+    """SQLite's printf() (and format()) is the one that does not fail over the cap: it
+    yields NULL (SQLite's own rule). Still nothing huge is built."""
+    db = tmp_path / "ledger.db"
+    assert run_cli("db", "upgrade", "--db", db).exit_code == 0
+    query = "SELECT printf('%.*c', 100000000, 'x') IS NULL AS cut"
+    out = subprocess.run([sys.executable, "-c", PEAK_RSS_OUT, str(tmp_path / "out"), LEDGER, "sql", query,
+                          "--csv", "--db", str(db)], check=False, capture_output=True, text=True, timeout=300)
+    head, _, stderr = out.stdout.partition("\n")
+    rc, peak_kb = map(int, head.split())
+    assert (rc, stderr, (tmp_path / "out").read_text()) == (0, "", "cut\n1\n")
+    assert peak_kb < 300_000, f"peak RSS {peak_kb / 1000:.0f} MB"
+
+
+def test_the_table_stays_small_for_wide_values(tmp_path):
+    """The table holds its rows to align them: at most TABLE_BYTES of them, then it
+    says it stopped, as it does at 1000 rows."""
+    db = tmp_path / "ledger.db"
+    assert run_cli("db", "upgrade", "--db", db).exit_code == 0
+    query = f"SELECT x, printf('%.*c', 1000000, 'y') AS t FROM ({_counting(100)})"
+    result = _sql(query, "--db", db)
+    assert (result.returncode, result.stderr) == (0, "")
+    lines = result.stdout.splitlines()
+    assert lines[-1] == "... (first 14 rows: the table holds at most 16 MiB; use --csv or --json for all)"
+    assert len(lines) == 2 + 14 + 1 and len(result.stdout) < 16 << 20
+
+
+def test_a_table_of_values_at_the_cap_stays_under_300_mb(tmp_path):
+    """1000 rows of 1 MiB BLOBs (4 MiB each as shown) were 4 GB of table: it stops at
+    TABLE_BYTES."""
+    db = tmp_path / "ledger.db"
+    assert run_cli("db", "upgrade", "--db", db).exit_code == 0
+    query = f"SELECT zeroblob(1048576) AS b FROM ({_counting(1000)})"
+    out = subprocess.run([sys.executable, "-c", PEAK_RSS_OUT, str(tmp_path / "out"), LEDGER, "sql", query,
+                          "--db", str(db)], check=False, capture_output=True, text=True, timeout=300)
+    head, _, stderr = out.stdout.partition("\n")
+    rc, peak_kb = map(int, head.split())
+    print(f"table of 1000 x 1 MiB: peak RSS {peak_kb / 1000:.0f} MB")
+    lines = (tmp_path / "out").read_text().splitlines()
+    assert (rc, stderr, len(lines)) == (0, "", 4)
+    assert lines[-1] == "... (first 1 rows: the table holds at most 16 MiB; use --csv or --json for all)"
+    assert peak_kb < 300_000, f"peak RSS {peak_kb / 1000:.0f} MB"
+
+
+@pytest.mark.parametrize("fmt", ["--csv", "--json"])
+def test_streamed_values_at_the_cap_stay_under_300_mb(tmp_path, fmt):
+    """1000 rows of 1 MiB BLOBs were rendered 1000 at a time (2 GB as hex): now a
+    chunk is a few MiB."""
+    db = tmp_path / "ledger.db"
+    assert run_cli("db", "upgrade", "--db", db).exit_code == 0
+    query = f"SELECT zeroblob(1048576) AS b FROM ({_counting(300)})"
+    out = subprocess.run([sys.executable, "-c", PEAK_RSS_OUT, str(tmp_path / "out"), LEDGER, "sql", query, fmt,
+                          "--db", str(db)], check=False, capture_output=True, text=True, timeout=300)
+    head, _, stderr = out.stdout.partition("\n")
+    rc, peak_kb = map(int, head.split())
+    print(f"{fmt} of 300 x 1 MiB: peak RSS {peak_kb / 1000:.0f} MB")
+    assert (rc, stderr) == (0, "")
+    with open(tmp_path / "out") as f:
+        assert sum(1 for _ in f) == 300 + (fmt == "--csv")
+    assert peak_kb < 300_000, f"peak RSS {peak_kb / 1000:.0f} MB"
+
+
+def test_the_cap_where_the_database_is_not_told_of_it():
+    """Python 3.10 (no setlimit) and PostgreSQL: each value is checked as it comes,
+    in UTF-8 bytes, with the same line."""
+    from ledger.errors import LedgerError
+    from ledger.storage.readonly import CELL_LIMIT, _capped
+
+    at_cap = [(1, b"x" * CELL_LIMIT, "é" * (CELL_LIMIT // 2), None)]
+    assert list(_capped(iter(at_cap))) == at_cap
+    for over in (b"x" * (CELL_LIMIT + 1), "x" * (CELL_LIMIT + 1), "é" * (CELL_LIMIT // 2) + "x"):
+        with pytest.raises(LedgerError) as err:
+            list(_capped(iter([(1, "ok"), (2, over)])))
+        assert f"error: {err.value}\n" == TOO_BIG

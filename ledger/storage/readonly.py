@@ -12,6 +12,13 @@ The first row is fetched before the caller gets the result: an error that a quer
 makes at once is raised before anything is printed. A SIGINT (KeyboardInterrupt)
 stops the query inside the database: SQLite's progress handler lets Python's signal
 handler run while a statement steps, and psycopg cancels the query on the server.
+
+One value costs at most CELL_LIMIT: a larger one is refused, in one line
+(TOO_BIG_MSG). SQLite is told the limit (SQLITE_LIMIT_LENGTH, Python 3.11+), so it
+never builds the value (zeroblob(1e9) is refused at once, at no cost); refused, not
+cut, because SQLite has no way to cut a value it was not allowed to build, and a
+step of the query over the limit fails the same way. On Python 3.10 and PostgreSQL
+the value is checked as it arrives: the output is as bounded, the memory is not.
 """
 
 from __future__ import annotations
@@ -48,6 +55,12 @@ PROGRESS_STEPS = 10_000
 # the first chunk's rows (a backend that ends its own session after one row) comes
 # before anything is printed, as it did when the whole result was fetched.
 STREAM_CHUNK = 1000
+# The most one value (TEXT in UTF-8, or BLOB) may hold: 1 MiB, far above any value
+# the ledger stores (a record_json is a few kB), small enough that a table of 1000
+# rows of them would still fit (the table stops at output.TABLE_BYTES anyway).
+CELL_LIMIT = 1 << 20
+TOO_BIG_MSG = (f"sql error: a value is over {CELL_LIMIT} bytes, the cap on one value of ledger sql: "
+               "select a part of it (substr(x, 1, n)) or its length")
 _ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
 
 
@@ -90,8 +103,25 @@ def _go_on() -> int:
     return 0
 
 
+def _too_big(value) -> bool:
+    if isinstance(value, str):
+        return len(value) > CELL_LIMIT // 4 and len(value.encode("utf-8", "surrogatepass")) > CELL_LIMIT
+    return isinstance(value, (bytes, bytearray, memoryview)) and len(value) > CELL_LIMIT
+
+
+def _capped(rows: Iterator[tuple]) -> Iterator[tuple]:
+    """`rows`, refused at the first value over CELL_LIMIT: where the database could
+    not be told the limit."""
+    for row in rows:
+        if any(_too_big(v) for v in row):
+            raise LedgerError(TOO_BIG_MSG)
+        yield row
+
+
 def _sqlite_error(exc: sqlite3.Error) -> BaseException:
     text = str(exc)
+    if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_TOOBIG or text == "string or blob too big":
+        return LedgerError(TOO_BIG_MSG)
     if isinstance(exc, sqlite3.OperationalError) and text == "interrupted":
         return KeyboardInterrupt()
     if isinstance(exc, sqlite3.ProgrammingError) and "one statement" in text:
@@ -138,6 +168,9 @@ def _sqlite_query(path, query: str) -> Iterator[Result]:
                 con.execute("PRAGMA query_only = ON")
             except sqlite3.DatabaseError as exc:
                 raise LedgerError(f"cannot read {path}: {exc}") from None
+            capped_by_sqlite = hasattr(con, "setlimit")  # Python 3.11+
+            if capped_by_sqlite:
+                con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, CELL_LIMIT)
             con.set_authorizer(_authorizer)
             con.set_progress_handler(_go_on, PROGRESS_STEPS)
             try:
@@ -145,6 +178,8 @@ def _sqlite_query(path, query: str) -> Iterator[Result]:
             except sqlite3.Error as exc:
                 raise _sqlite_error(exc) from None
             rows = _sqlite_rows(cur)
+            if not capped_by_sqlite:
+                rows = _capped(rows)
             try:
                 yield Result([d[0] for d in cur.description or ()], _primed(rows))
             finally:
@@ -223,7 +258,7 @@ def _postgres_query(ledger, query: str) -> Iterator[Result]:
     # rows by the chunk where libpq can (17 and later): a row at a time costs three
     # times as much; the server buffers its output by the 8 kB anyway
     stream = cur.stream(query, size=STREAM_CHUNK if capabilities.has_stream_chunked() else 1)
-    rows = _postgres_rows(stream)
+    rows = _capped(_postgres_rows(stream))
     try:
         first = _primed(rows)
         if cur.description is not None:
