@@ -18,6 +18,7 @@ import math
 import operator
 import pickle
 import re
+from collections import deque
 from datetime import datetime
 from typing import Any
 
@@ -127,7 +128,6 @@ def check_text_value(name: str, value: str) -> str:
 # legacy form needs an exception. The regex is the shape; fromisoformat() then refuses
 # what no calendar has (a 30th of February, hour 24, offset +25:00).
 _TIMESTAMP = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:[0-9]{2})?")
-_TIMESTAMPS = re.compile(rf"(?:{_TIMESTAMP.pattern}\n)*{_TIMESTAMP.pattern}")  # many, one per line
 TIMESTAMP_FORM = "YYYY-MM-DDTHH:MM:SS[.ffffff][+HH:MM]"
 
 
@@ -141,18 +141,30 @@ def timestamp_ok(value: str) -> bool:
     return True
 
 
+_SECONDS_FORM = "YYYY-MM-DDTHH:MM:SS"
+_SEPARATORS = tuple((i, c.encode()) for i, c in enumerate(_SECONDS_FORM) if c in "-T:")
+_DIGITS = b"0123456789"
+
+
 def _timestamps_ok(values: list[str]) -> bool:
-    """timestamp_ok() for each of many: one regex over them all, and the calendar
-    checked once per distinct value (which also refuses a value holding a newline:
-    the regex would read it as two)."""
-    if _TIMESTAMPS.fullmatch("\n".join(values)) is None:
-        return False
-    try:
-        for _ in map(datetime.fromisoformat, set(values)):
-            pass
-    except ValueError:
-        return False
-    return True
+    """timestamp_ok() for each of many. All in the seconds form (the legacy corpus, the
+    probe, `ledger record`) is checked on the values joined, with C-level bytes
+    operations: at each separator's place its character, digits everywhere else (the
+    regex costs ~1 us a value, this ~0.1 us); the calendar by fromisoformat()."""
+    n, width = len(values), len(_SECONDS_FORM)
+    text = "".join(values)
+    if len(text) == n * width and text.isascii() and set(map(len, values)) == {width}:
+        data = text.encode()
+        if any(data[i::width] != sep * n for i, sep in _SEPARATORS):
+            return False
+        if data.translate(None, _DIGITS) != b"".join(sep for _, sep in _SEPARATORS) * n:
+            return False
+        try:
+            deque(map(datetime.fromisoformat, values), maxlen=0)
+        except ValueError:
+            return False
+        return True
+    return all(map(timestamp_ok, values))
 
 
 def _check_measures(row: dict) -> None:
