@@ -35,7 +35,8 @@ import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from ledger.record import LEGACY_FIELDS
+from ledger.record import DURATION_FIELDS, LEGACY_FIELDS
+from ledger.record_validation import timestamp_ok
 
 from .conftest import CORPUS, PG_ENV, PgDb, compile_records_of_corpus, query, run_cli
 
@@ -72,7 +73,7 @@ def template(tmp_path_factory) -> Path:
 # -- values a hostile record may carry ------------------------------------------------------
 
 NAN, INF = float("nan"), float("inf")
-odd_floats = st.sampled_from([NAN, INF, -INF, -0.0, 5e-324, 1.7976931348623157e308, 1e-300])
+odd_floats = st.sampled_from([NAN, INF, -INF, -0.0, 5e-324, 1.7976931348623157e308, 1e-300, -1.0, -5e-324])
 big_ints = st.sampled_from([2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 2**70, 10**300, 10**400])
 any_text = st.text(st.characters(codec=None, exclude_categories=()), max_size=40)  # unicode, NUL, controls
 lone_surrogates = st.text(st.characters(categories=["Cs"]), min_size=1, max_size=3)
@@ -81,7 +82,8 @@ huge_text = st.sampled_from([10_000, 300_000]).flatmap(
 scalars = st.one_of(
     st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True),
     odd_floats, big_ints, any_text, lone_surrogates, huge_text,
-    st.sampled_from(["cold", "warm", "none", "unknown", "lukewarm", "compile", "ok", "failed", "", "17.9s", "NaN"]),
+    st.sampled_from(["cold", "warm", "none", "unknown", "lukewarm", "compile", "ok", "failed", "", "17.9s", "NaN",
+                     "yesterday", "2026-12-03 19:00:00", "2026-12-03T19:00:00.5+05:00", "2026-02-30T19:00:00"]),
 )
 json_values = st.recursive(scalars, lambda inner: st.one_of(
     st.lists(inner, max_size=3), st.dictionaries(any_text, inner, max_size=3)), max_leaves=8)
@@ -161,6 +163,8 @@ def _counts(con: sqlite3.Connection) -> tuple[int, int]:
 @settings(max_examples=120, **SETTINGS)
 @given(files=st.lists(file_contents(), min_size=1, max_size=3), good_first=st.booleans(), skip_invalid=st.booleans())
 @example(files=[b'[{"compile_s": NaN}]'], good_first=True, skip_invalid=False)
+@example(files=[b'[{"compile_s": -3, "tag": "x"}]'], good_first=False, skip_invalid=False)
+@example(files=[b'[{"compile_s": 1.0, "timestamp": "2026-12-03 19:00:00"}]'], good_first=False, skip_invalid=False)
 @example(files=[b'[{"compile_s": 1.0, "tag": "x", "note": NaN}]'], good_first=False, skip_invalid=False)
 @example(files=[b'[{"compile_s": 1.0, "compile_s": "1.0s"}]'], good_first=True, skip_invalid=False)
 @example(files=[('[{"compile_s": 1.0, "host_state": "' + "h" * 5_000 + '"}]').encode()], good_first=False, skip_invalid=False)
@@ -216,8 +220,11 @@ def test_import_of_hostile_records_is_clean_or_one_line_and_all_or_nothing(templ
             assert con.execute("SELECT count(*) FROM compile_records WHERE provenance IS NOT NULL "
                                "AND NOT json_valid(provenance)").fetchone() == (0,)
             assert con.execute("SELECT count(*) FROM instrument_records WHERE NOT json_valid(record_json)").fetchone() == (0,)
-            bad_floats = con.execute("SELECT compile_s, trace_s, first_s, steady_s FROM compile_records").fetchall()
-        assert all(v is None or (isinstance(v, float) and math.isfinite(v)) for row in bad_floats for v in row)
+            bad_floats = con.execute(f"SELECT {', '.join(DURATION_FIELDS)} FROM compile_records").fetchall()
+            stamps = con.execute("SELECT timestamp FROM compile_records WHERE timestamp IS NOT NULL").fetchall()
+        # durations finite and never negative; timestamps of the one form "newest" can be read from
+        assert all(v is None or (isinstance(v, float) and math.isfinite(v) and v >= 0) for row in bad_floats for v in row)
+        assert all(timestamp_ok(t) for (t,) in stamps), stamps
         summary = result.stdout.strip().splitlines()[-1]
         added_compile = int(summary.split(": ", 1)[1].split(" compile rows added")[0])
         added_instrument = int(summary.split("), ")[1].split(" instrument")[0])

@@ -280,3 +280,71 @@ def test_corpus_constants_match_the_files():
     assert len(compile_records) == CORPUS_COMPILE
     assert len(compile_records) == sum(CORPUS_STATES.values())  # each state counted against the rows: test_backends
     assert len(records) - len(compile_records) == CORPUS_SIBLINGS  # the rest: instrument records
+
+
+# A timestamp is ISO 8601, YYYY-MM-DDTHH:MM:SS with optional fractional seconds and UTC
+# offset: "newest" is decided in text order, where a space (or a word) sorts wrong. A
+# duration of the contract is never negative (nor NaN or infinite).
+STAMP = "timestamp is not an ISO 8601 time YYYY-MM-DDTHH:MM:SS[.ffffff][+HH:MM]"
+BAD_RECORDS = [
+    ("a word", dict(GOOD, timestamp="yesterday"), f"{STAMP} ('yesterday')"),
+    ("a space for the T", dict(GOOD, timestamp="2026-12-03 19:00:00"), f"{STAMP} ('2026-12-03 19:00:00')"),
+    ("no seconds", dict(GOOD, timestamp="2026-12-03T19:00"), f"{STAMP} ('2026-12-03T19:00')"),
+    ("no such day", dict(GOOD, timestamp="2026-02-30T19:00:00"), f"{STAMP} ('2026-02-30T19:00:00')"),
+    ("offset without a colon", dict(GOOD, timestamp="2026-12-03T19:00:00+0500"), f"{STAMP} ('2026-12-03T19:00:00+0500')"),
+    ("not text", dict(GOOD, timestamp=20261203), "timestamp is not a string (20261203)"),
+    ("negative compile_s", dict(GOOD, compile_s=-3), "compile_s is negative (-3.0)"),
+    ("negative trace_s", dict(GOOD, trace_s=-0.5), "trace_s is negative (-0.5)"),
+    ("negative steady_s", dict(GOOD, steady_s=-1e-9), "steady_s is negative (-1e-09)"),
+    ("negative backend_compile_s", dict(GOOD, backend_compile_s=-2.0), "backend_compile_s is negative (-2.0)"),
+    ("infinite first_s", '[{"compile_s": 1.0, "first_s": Infinity}]', "first_s is not a finite number (inf)"),
+]
+
+
+@pytest.mark.parametrize("name,content,words", BAD_RECORDS, ids=[b[0] for b in BAD_RECORDS])
+def test_a_bad_timestamp_or_duration_is_one_line_and_writes_nothing(tmp_path, db, name, content, words):
+    assert run_cli("import", CORPUS, "--db", db).exit_code == 0
+    tree = tmp_path / "tree"
+    write_json(tree / "local_cpu" / "a_good.json", [dict(GOOD, tag="new-one")])
+    if not isinstance(content, str):  # after two good records, the first a plain legacy one
+        content = [dict(GOOD, tag="ok-1"), dict(GOOD, tag="ok-2", note="x"), content]
+    bad = write_json(tree / "local_cpu" / "bad.json", content)
+    result = run_cli("import", tree, "--db", db)
+    index = 0 if isinstance(content, str) else 2
+    assert (result.exit_code, result.output) == (1, f"error: {bad}: record {index}: {words}\n")
+    assert _counts(db) == (CORPUS_COMPILE, CORPUS_SIBLINGS)  # not even the good file's record
+
+
+@pytest.mark.parametrize("field,value,words", [
+    ("timestamp", "2026-12-03 19:00:00", f"{STAMP} ('2026-12-03 19:00:00')"),
+    ("timestamp", "2026-13-03T19:00:00", f"{STAMP} ('2026-13-03T19:00:00')"),
+    ("compile_s", -3, "compile_s is negative (-3.0)"),
+    ("first_s", -0.25, "first_s is negative (-0.25)"),
+], ids=["space", "month 13", "compile_s", "first_s"])
+def test_a_bad_value_among_plain_legacy_records_is_named(tmp_path, db, field, value, words):
+    """Plain legacy records are checked a column at a time (legacy_rows_fast): the bad one
+    is still named, by its index."""
+    records = [dict(GOOD, tag=f"t{i}") for i in range(50)]
+    records[37][field] = value
+    path = write_json(tmp_path / "many.json", records)
+    result = run_cli("import", path, "--db", db)
+    assert (result.exit_code, result.output) == (1, f"error: {path}: record 37: {words}\n")
+    assert not db.exists() or _counts(db) == (0, 0)
+
+
+def test_fractional_seconds_and_an_offset_are_accepted_as_written(tmp_path, db):
+    stamps = ["2026-12-03T19:00:00.25", "2026-12-03T19:00:00+05:00", "2026-12-03T19:00:00.123456-08:00",
+              "2026-12-03T19:00:00Z", "2026-12-03T19:00:00"]
+    plain = write_json(tmp_path / "plain.json", [dict(GOOD, tag=f"p{i}", timestamp=t) for i, t in enumerate(stamps)])
+    extra = write_json(tmp_path / "extra.json", [dict(GOOD, tag=f"e{i}", timestamp=t, note=1) for i, t in enumerate(stamps)])
+    for path in (plain, extra):
+        result = run_cli("import", path, "--db", db)
+        assert result.exit_code == 0, result.output
+    assert [t for (t,) in query(db, "SELECT timestamp FROM compile_records ORDER BY id")] == stamps * 2
+
+
+def test_zero_durations_and_a_negative_load_setting_are_not_refused(tmp_path, db):
+    """Zero is a duration (a cache hit can take no measurable time); the load averages and
+    cache_min_compile_time_s are no durations of a compile and keep their own rules."""
+    path = write_json(tmp_path / "z.json", [dict(GOOD, compile_s=0, trace_s=-0.0, cache_min_compile_time_s=-1.0)])
+    assert run_cli("import", path, "--db", db).exit_code == 0

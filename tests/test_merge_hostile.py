@@ -28,6 +28,7 @@ from ledger.record_validation import INT64, compile_row, instrument_row
 
 from .conftest import CORPUS, PgDb, query, run_cli, write_json
 from .test_hostile_input import SETTINGS, _no_exception
+from .test_import import STAMP
 
 CPU, GPU = CORPUS / "local_cpu", CORPUS / "local_gpu_NVIDIA_A100_80GB_PCIe"
 TABLES = ("compile_records", "instrument_records", "pins", "pin_history", "check_runs", "verdicts")
@@ -97,6 +98,16 @@ REFUSED = [
      r"transform holds a control character ('\r'); a tag or cell value is one line of printable text"),
     ("compile_records", "dataset_class", "replace(hex(zeroblob(101)), '0', 'd')",
      "dataset_class is 202 characters long; a tag or cell value is at most 200"),
+    # a timestamp is ISO 8601 with the T ("newest" is text order), a duration never negative
+    ("compile_records", "timestamp", "'not a time'", f"{STAMP} ('not a time')"),
+    ("compile_records", "timestamp", "'2026-12-03 19:00:00'", f"{STAMP} ('2026-12-03 19:00:00')"),
+    ("compile_records", "timestamp", "'2026-12-03T19:00:00+0500'", f"{STAMP} ('2026-12-03T19:00:00+0500')"),
+    ("compile_records", "timestamp", "20261203", f"{STAMP} ('20261203')"),  # TEXT affinity: stored as text
+    ("compile_records", "compile_s", "-1", "compile_s is negative (-1.0)"),
+    ("compile_records", "compile_s", "-1.5", "compile_s is negative (-1.5)"),
+    ("compile_records", "trace_s", "-5e-324", "trace_s is negative (-5e-324)"),
+    ("compile_records", "backend_compile_s", "-2", "backend_compile_s is negative (-2.0)"),
+    ("compile_records", "steady_s", "-9e999", "steady_s is not a finite number (-inf)"),
 ]
 
 
@@ -131,12 +142,13 @@ def test_import_refuses_the_same_values_in_the_same_words(db, tmp_path, column):
 # Values import admits, at their edges: merged, and every command reads them.
 # (Integers at the 32-bit edges: PostgreSQL's integer columns hold no more; see INT32_ON_PG.)
 ADMITTED = [
-    ("compile_s", "-1.5"), ("compile_s", "0"), ("compile_s", "5e-324"),
+    ("compile_s", "0"), ("compile_s", "5e-324"),
     ("compile_s", "1.7976931348623157e308"),  # report --html leaves it out of the chart (it crashed)
     ("compile_s", "NULL"), ("steady_s", "-0.0"), ("ndim", "-2147483648"), ("n_batch", "2147483647"),
     ("tag", "'it''s \"quoted\"'"), ("tag", "'<script>alert(1)</script>'"),
     ("hostname", "char(27) || '[31mred'"), ("hostname", "''"), ("transform", "'|'"),
-    ("timestamp", "'not a time'"), ("provenance", "'{not json'"), ("cache_state", "NULL"),
+    ("timestamp", "'2026-12-03T19:00:00.5+05:00'"), ("timestamp", "'2026-12-03T19:00:00Z'"), ("timestamp", "NULL"),
+    ("provenance", "'{not json'"), ("cache_state", "NULL"),
     ("host_load_avg_1m", "1e300"), ("host_cpu_count", "0"), ("jax_version", "'\U0001f600'"),
 ]
 
@@ -275,3 +287,27 @@ def test_any_value_merge_admits_every_command_reads(any_db, node, tmp_path, wher
     if result.exit_code == 0:
         _every_command_reads(any_db, tmp_path)
     src.unlink()
+
+
+# -- a bad timestamp and went-cold -----------------------------------------------------------
+
+def test_a_cold_row_with_a_bad_timestamp_is_refused_not_a_false_went_cold(db, tmp_path):
+    """"Newest" is text order: a cold row stamped 'not a time' sorted after the cell's warm
+    row from a real time, and `ledger check` said the cache went cold (exit 1) on a cell
+    whose newest row is warm. The merge refuses the row instead."""
+    from .test_pins import add, rec
+
+    add(db, tmp_path, rec(timestamp="2026-07-03T10:00:00"))
+    src = tmp_path / "src.db"
+    (cold,) = add(src, tmp_path, rec(cache_state="cold", compile_s=60.0, timestamp="2026-07-01T10:00:00"))
+    con = sqlite3.connect(src)
+    with con:
+        con.execute("UPDATE compile_records SET timestamp = 'not a time', record_key = NULL WHERE id = ?", (cold,))
+    con.close()
+    before = _fingerprint(db)
+    result = run_cli("merge", src, "--db", db)
+    assert (result.exit_code, result.output) == (1, f"error: {src}: row {cold}: {STAMP} ('not a time')\n")
+    assert _fingerprint(db) == before
+    check = run_cli("check", "--db", db)
+    assert (check.exit_code, check.output) == (
+        0, "check run 1 (tolerance 1.5x): 0 ok, 0 regression, 0 inconclusive, 0 went-cold\n")
