@@ -207,7 +207,10 @@ def main() -> int:
     args = ap.parse_args()
     runs = args.runs or (2 if args.quick else 3)
     argv = list(QUICK if args.quick else FULL)
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_COMPILATION_CACHE", "LEDGER_"))}
+    # PYTHONDONTWRITEBYTECODE (set on some build machines) would have every run compile
+    # the ledger's own modules from source, as no installed node does (pip writes them)
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith(("JAX_COMPILATION_CACHE", "LEDGER_")) and k != "PYTHONDONTWRITEBYTECODE"}
     base["JAX_PLATFORMS"] = "cpu"
     ledger = str(BIN / "ledger")
 
