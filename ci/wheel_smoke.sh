@@ -20,9 +20,12 @@ fail() { echo "smoke FAILED: $*" >&2; exit 1; }
 step "build the wheel"
 "$PY" -m pip wheel --quiet --no-deps "$REPO" -w "$WORK/dist" >/dev/null
 wheel=$(ls "$WORK"/dist/jax_compile_ledger-*.whl)
-unzip -l "$wheel" | grep -q 'ledger/migrations/versions/0001_legacy_schema.py' \
-    || fail "the wheel holds no revisions"
-unzip -l "$wheel" | awk '{print $4}' | grep -q '^migrations/' && fail "the wheel holds a top-level migrations/"
+# The listing is read whole before grep sees it (`unzip -l | grep -q` under pipefail
+# fails when grep leaves at the first match and unzip dies of SIGPIPE), and by Python's
+# zipfile rather than unzip, so the check needs nothing the machine may lack.
+files=$("$PY" -m zipfile -l "$wheel" | awk '{print $1}')
+grep -qx 'ledger/migrations/versions/0001_legacy_schema.py' <<<"$files" || fail "the wheel holds no revisions"
+grep -q '^migrations/' <<<"$files" && fail "the wheel holds a top-level migrations/"
 
 step "install it into a fresh venv"
 "$PY" -m venv "$WORK/venv"
@@ -45,8 +48,8 @@ got=$("$L" --version)
 step "probe: cold then warm into a new ledger"
 "$L" probe -o toy -t jit,grad --cold-warm --cache-dir "$WORK/run/cache" --tag smoke --db a.db >probe.out
 [ "$("$L" sql "SELECT count(*) FROM compile_records" --db a.db --csv | tail -1)" = 4 ] || fail "probe rows"
-"$L" sql "SELECT cache_state FROM compile_records ORDER BY id" --db a.db --csv | tr '\n' ' ' \
-    | grep -q '^cache_state cold cold warm warm' || fail "probe cache states"
+states=$("$L" sql "SELECT cache_state FROM compile_records ORDER BY id" --db a.db --csv | tr '\n' ' ')
+[ "$states" = "cache_state cold cold warm warm " ] || fail "probe cache states: $states"
 
 step "predict: warm in the probe's cache dir, cold in a fresh one"
 warmed=$(ls -d "$WORK/run/cache"/cold-warm-*)  # --cold-warm probes into a fresh dir under --cache-dir
@@ -67,10 +70,10 @@ cp -r "$REPO/tests/fixtures/legacy-results" corpus
 
 step "db current / downgrade / upgrade"
 head=$("$WORK/venv/bin/python" -c 'from ledger.storage.revisions import HEAD; print(HEAD)')
-"$L" db current --db b.db | grep -q "$head" || fail "db current is not $head"
+grep -q "$head" <<<"$("$L" db current --db b.db)" || fail "db current is not $head"
 "$L" db downgrade 0002 --db b.db >/dev/null
 "$L" db upgrade --db b.db >/dev/null
-"$L" db current --db b.db | grep -q "$head" || fail "db upgrade back to $head"
+grep -q "$head" <<<"$("$L" db current --db b.db)" || fail "db upgrade back to $head"
 
 step "sql and export"
 "$L" sql "SELECT cache_state, count(*) FROM compile_records GROUP BY 1 ORDER BY 1" --db b.db >/dev/null
