@@ -21,23 +21,3 @@ def first_line(exc: BaseException) -> str:
     """The driver's own message (SQLAlchemy wraps it in .orig), first line only: an
     error is reported on one line."""
     return str(getattr(exc, "orig", None) or exc).splitlines()[0]
-
-
-def as_ledger_error(exc: Exception) -> LedgerError | None:
-    """The user's error in ``exc``: a LedgerError, or what a database or migration error
-    means to them (redacted); None for a bug, which keeps its traceback."""
-    if isinstance(exc, LedgerError):
-        return exc
-    from ledger.output import output_error
-
-    said = output_error(exc)  # stdout refused the output (a full device)
-    if said is not None:
-        return LedgerError(said)
-    module = type(exc).__module__
-    if module.startswith("sqlalchemy"):
-        from ledger.storage.url import redact
-
-        return LedgerError(f"database error: {redact(first_line(exc))}")
-    if module.startswith("alembic") and type(exc).__name__ == "CommandError":
-        return LedgerError(f"migration error: {exc}")
-    return None

@@ -7,7 +7,8 @@ from __future__ import annotations
 import typer
 from typer.core import TyperGroup
 
-from ledger.errors import as_ledger_error, one_line
+from ledger.cli.errors import as_ledger_error
+from ledger.errors import one_line
 
 _TRACEBACK = "ledger.traceback"
 

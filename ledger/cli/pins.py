@@ -10,7 +10,7 @@ from ledger.cli.options import DbOpt
 
 app = typer.Typer(help="Sticky warm-compile pins: the expected warm compile of each key.", no_args_is_help=True)
 
-# The filters every watch command takes (ledger.watch.pins.FILTER_FIELDS).
+# The filters every watch command takes (ledger.filters.FILTER_FIELDS).
 HardwareOpt = Annotated[str | None, typer.Option("--hardware", help="Only this hardware (e.g. local_cpu).")]
 HostnameOpt = Annotated[str | None, typer.Option("--hostname", help="Only this host.")]
 DatasetOpt = Annotated[str | None, typer.Option("--dataset-class", help="Only this dataset class.")]

@@ -25,9 +25,9 @@ def report_cmd(
     db: DbOpt = None,
 ) -> None:
     """Markdown report: one table per host key (hardware, hostname, jax, precision), never ranked across keys."""
+    from ledger.filters import refuse_unmatched
     from ledger.report import lines, predictions, recorded, text
     from ledger.storage.open import open_ledger
-    from ledger.watch.pins import refuse_unmatched
 
     if check and update is None:
         raise typer.BadParameter("--check needs --update FILE", param_hint="--check")

@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 
 from ledger.merge.rows import shown
+from ledger.rows import describe_key, pinnable_sql
 from ledger.watch.keys import LOADED_SQL, key_columns_sql, pin_key
-from ledger.watch.pins import Change, adopt_pins, describe_key, existing_pins, pinnable_sql
+from ledger.watch.pins import Change, adopt_pins, existing_pins
 
 
 @dataclass

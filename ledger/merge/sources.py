@@ -22,7 +22,7 @@ from pathlib import Path
 from ledger.errors import LedgerError
 from ledger.storage import revisions as rv
 from ledger.storage.open import Ledger, open_ledger
-from ledger.storage.sqlite_file import BUSY_TIMEOUT_ENV, busy_timeout_s, read_only
+from ledger.storage.sqlite_file import BUSY_TIMEOUT_ENV, busy_timeout_s, is_locked, read_only
 from ledger.storage.url import Target, resolve
 
 
@@ -56,7 +56,7 @@ def _hold_read_lock(con: sqlite3.Connection, path: Path) -> None:
         con.execute("BEGIN")
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.OperationalError as exc:
-        if "locked" not in str(exc) and "busy" not in str(exc):
+        if not is_locked(exc):
             raise
         raise LedgerError(f"cannot read {path}: another process holds its lock; gave up after"
                           f" {busy_timeout_s():g} s ({BUSY_TIMEOUT_ENV})") from None

@@ -3,7 +3,7 @@
 The nearest evidence is the cell's last warm row on this host, jax and cache dir (or,
 before any warm row, its last cold row whose entry is still in the dir): the
 cache-key components that differ from it are named as `ledger explain` names them
-(ledger/watch/explain.diagnose, the one definition). The expected cost is the median
+(ledger/watch/causes.diagnose, the one definition). The expected cost is the median
 cold compile_s of the cell on this host key, and how many rows it rests on.
 """
 
@@ -15,25 +15,21 @@ from statistics import median
 import sqlalchemy as sa
 
 from ledger.record import CACHE_CELL, COLD, STATELESS_KEY, WARM
-from ledger.watch.explain import SAME_KEY, SHOWN_BY, diagnose
-from ledger.watch.keys import same_sql
-from ledger.watch.pins import NEWEST_FIRST, ok_sql
+from ledger.rows import newest_first, ok_sql
+from ledger.watch.causes import SAME_KEY, SHOWN_BY, diagnose
+from ledger.watch.keys import same_as_sql
 
 NO_WARM_ROW = "no entry, and no warm row for this cell"
 EMPTY_DIR = "cache dir empty"
 HISTORY_LIMIT = 1000  # the newest cold rows a median is taken over
 
 
-def _match(fields, dialect: str) -> str:
-    return " AND ".join(same_sql(f, f":{f}", dialect) for f in fields)
-
-
 def last_row(conn, pred: dict, state: str) -> dict | None:
     """The newest ok row of ``state`` in the prediction's cache cell (host key, cell,
     cache dir)."""
     sql = (f"SELECT * FROM compile_records WHERE cache_state = :state AND {ok_sql()}"
-           f" AND {_match(CACHE_CELL, conn.dialect.name)}"
-           f" ORDER BY {NEWEST_FIRST.format(p='')} LIMIT 1")
+           f" AND {same_as_sql(CACHE_CELL, conn.dialect.name)}"
+           f" ORDER BY {newest_first()} LIMIT 1")
     params = {f: pred.get(f) for f in CACHE_CELL} | {"state": state}
     found = conn.execute(sa.text(sql), params).mappings().first()
     return dict(found) if found else None
@@ -60,8 +56,8 @@ def nearest_row(conn, pred: dict) -> dict | None:
 def expected_cost(conn, pred: dict) -> tuple[float | None, int]:
     """(median cold compile_s, n) of the cell on this host key, any cache dir."""
     sql = (f"SELECT compile_s FROM compile_records WHERE cache_state = '{COLD}' AND {ok_sql()}"
-           f" AND compile_s IS NOT NULL AND {_match(STATELESS_KEY, conn.dialect.name)}"
-           f" ORDER BY {NEWEST_FIRST.format(p='')} LIMIT {HISTORY_LIMIT}")
+           f" AND compile_s IS NOT NULL AND {same_as_sql(STATELESS_KEY, conn.dialect.name)}"
+           f" ORDER BY {newest_first()} LIMIT {HISTORY_LIMIT}")
     values = [r[0] for r in conn.execute(sa.text(sql), {f: pred.get(f) for f in STATELESS_KEY})]
     return (median(values) if values else None), len(values)
 

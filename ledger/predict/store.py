@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
+from ledger.rows import ok_sql
 from ledger.storage.models import predictions
 
 STORED = ("cache_key", "predicted", "cause", "expected_compile_s", "expected_n", "transform",
@@ -34,7 +35,7 @@ def save(engine, preds: list[dict]) -> list[int]:
 
 
 # The first later ok row of each prediction's key, host and cache dir.
-SCORED_SQL = """
+SCORED_SQL = f"""
 SELECT p.id AS prediction_id, p.hostname, p.hardware, p.jax_version, p.transform,
        p.dataset_class, p.model_type, p.instrument, p.predicted, p.cause, p.created_at,
        r.id AS row_id, r.cache_state AS measured, r.compile_s
@@ -43,8 +44,8 @@ JOIN compile_records r ON r.id = (
     SELECT MIN(c.id) FROM compile_records c
     WHERE c.cache_key = p.cache_key AND c.id > p.after_row_id
       AND c.hostname = p.hostname AND c.cache_dir = p.cache_dir
-      AND COALESCE(c.status, 'ok') = 'ok')
-{where}
+      AND {ok_sql('c')})
+{{where}}
 ORDER BY p.hostname, p.id
 """
 

@@ -9,7 +9,7 @@ the same machinery for a notebook or a library::
 
 A recorded process imports only the standard library, the record contract and the
 compile hook: rows go to its spool file, and the ledger is written by the ingester
-(ledger/recorder/ingest.py), in another process or, for ``recording()``, when the
+(ledger/recorder/ingester.py), in another process or, for ``recording()``, when the
 block ends.
 """
 
@@ -119,7 +119,7 @@ def recording(db: str | None = None, tag: str | None = None, *, dataset_class: s
 
     from ledger.errors import LedgerError
     from ledger.record_validation import RecordError, check_text_value
-    from ledger.recorder import ingest
+    from ledger.recorder import ingester
 
     try:  # refused before the block runs, as the CLI refuses them before the command
         for name, value in (("tag", tag), ("dataset_class", dataset_class), ("model_type", model_type),
@@ -145,7 +145,7 @@ def recording(db: str | None = None, tag: str | None = None, *, dataset_class: s
             yield recorder
         finally:
             uninstall(recorder)
-            line = ingest.drain_now(db, config.run_dir)
+            line = ingester.drain_now(db, config.run_dir)
             if line:
                 print(line, file=sys.stderr, flush=True)
     finally:

@@ -2,7 +2,7 @@
 
 Before anything runs, the ledger is checked (a --db or LEDGER_DB that cannot be
 opened or created is one `error:` line and exit 1), the run's spool dir is made, and
-an ingester is started (ledger/recorder/ingest.py serve()): a process of its own, in a
+an ingester is started (ledger/recorder/ingester.py serve()): a process of its own, in a
 session of its own (a Ctrl-C at the terminal is the command's alone), which outlives
 the command to take its spooled rows in. Then the ledger *becomes* the command
 (exec: same process, argv, stdin, stdout, stderr, working directory and signals), so
@@ -66,7 +66,7 @@ def exec_recorded(command: list[str], db: str | None, tag: str | None, cell: dic
         config.save()
     except OSError as err:
         raise LedgerError(f"cannot make the run's spool dir {config.run_dir}: {err.strerror}") from None
-    from ledger.recorder.ingest import start_ingester
+    from ledger.recorder.ingester import start_ingester
 
     start_ingester(db, config.run_dir, os.getpid())
     env = dict(os.environ)
@@ -85,6 +85,7 @@ def check_ledger(db: str | None):
     """The ledger the rows will go to, refused now (not at the program's first compile)
     if it cannot be opened or created."""
     from ledger.storage import revisions as rv
+    from ledger.storage.sqlite_file import is_locked
     from ledger.storage.url import resolve
 
     target = resolve(db)
@@ -103,7 +104,7 @@ def check_ledger(db: str | None):
         try:
             rv.gate(target.display, *_status_without_waiting(path), "write")
         except LedgerError as err:
-            if "locked" not in str(err):
+            if not is_locked(err):
                 raise  # a ledger held by another writer is no refusal: the ingester waits for it
         if not os.access(path, os.W_OK):
             raise LedgerError(f"cannot write to the ledger {path}: permission denied")

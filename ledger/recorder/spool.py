@@ -4,7 +4,7 @@ A recorded process never opens the ledger (SQLAlchemy, a lock, a migration: seco
 and a row lost with the process if it dies first). Each process appends one JSON line
 per compile to its own file in the run's spool dir, with one ``write`` on an
 ``O_APPEND`` descriptor: once the call returns, the kernel keeps the line whatever
-kills the process next, SIGKILL included. The ingester (ledger/recorder/ingest.py)
+kills the process next, SIGKILL included. The ingester (ledger/recorder/ingester.py)
 moves lines into the ledger; what it could not move stays here until the next
 command that writes to that ledger takes it in.
 

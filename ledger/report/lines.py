@@ -19,11 +19,12 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
+from ledger.filters import filter_sql
 from ledger.record import CELL_FIELDS, COLD, HOST_KEY_FIELDS, SHAPE_FIELDS, STATELESS_KEY, WARM
+from ledger.rows import key_values, newest_first, ok_sql, oldest_first
 from ledger.watch.check import FAILING, INCONCLUSIVE, REGRESSION
 from ledger.watch.findings import CACHE_NOT_REUSED, CACHE_OFF, JAX_CHANGED, WENT_COLD
 from ledger.watch.keys import LOADED_SQL
-from ledger.watch.pins import filter_sql, ok_sql
 
 # The host part of the key a table stands for; cache_state is not in it because a
 # table line shows warm and cold side by side (each is its own key, never pooled).
@@ -38,7 +39,7 @@ SEVERITY = (f"CASE v.verdict WHEN '{CACHE_OFF}' THEN 6 WHEN '{WENT_COLD}' THEN 5
 MARKED = (*FAILING, CACHE_NOT_REUSED)
 # Newest first by partition of GROUP and cache_state; a NULL timestamp is the oldest.
 _NEWEST = ", ".join((*GROUP, "cache_state"))
-_RANKED = f"ROW_NUMBER() OVER (PARTITION BY {_NEWEST} ORDER BY COALESCE(timestamp, '') DESC, id DESC) AS rn"
+_RANKED = f"ROW_NUMBER() OVER (PARTITION BY {_NEWEST} ORDER BY {newest_first()}) AS rn"
 
 
 @dataclass
@@ -97,18 +98,13 @@ def _verdicts_sql(where: str) -> str:
     )
 
 
-def _norm(row, names) -> tuple:
-    # mixed_precision comes back 0/1 from SQLite, a bool from PostgreSQL
-    return tuple(bool(row[n]) if n == "mixed_precision" and row[n] is not None else row[n] for n in names)
-
-
 def collect(conn, filters: dict | None = None) -> list[Line]:
     """The report's lines, in report order (host key, then cell, then transform)."""
     where, params = filter_sql(filters, "r")
     lines: dict[tuple, Line] = {}
 
     def line(row) -> Line:
-        key = _norm(row, GROUP)
+        key = key_values(row, GROUP)
         if key not in lines:
             lines[key] = Line(host=key[: len(HOST)], cell=key[len(HOST):])
         return lines[key]
@@ -122,7 +118,7 @@ def collect(conn, filters: dict | None = None) -> list[Line]:
         line(row).pin = {k: row[k] for k in ("id", "row_id", "compile_s", "tag", "timestamp")} | {
             "loaded": bool(row["loaded_host"])}
     for row in conn.execute(sa.text(_verdicts_sql(where)), params).mappings():
-        key = _norm(row, GROUP)
+        key = key_values(row, GROUP)
         if key in lines:  # a verdict about a cell with nothing left to show stays out
             lines[key].verdict = row["verdict"]
     _mark_shapes(lines.values())
@@ -168,10 +164,10 @@ def series(conn, filters: dict | None = None, per_key: int = 200) -> dict[tuple,
         " FROM compile_records r LEFT JOIN (SELECT row_id, max(verdict) AS mark FROM verdicts"
         f"  WHERE verdict IN ({marks}) GROUP BY row_id) m ON m.row_id = r.id"
         f" WHERE {_shown_sql(where)}"
-        f") newest WHERE rn <= {int(per_key)} ORDER BY COALESCE(timestamp, ''), id"
+        f") newest WHERE rn <= {int(per_key)} ORDER BY {oldest_first()}"
     )
     out: dict[tuple, list[dict]] = {}
     for row in conn.execute(sa.text(sql), params).mappings():
-        out.setdefault(_norm(row, GROUP), []).append(
+        out.setdefault(key_values(row, GROUP), []).append(
             {k: row[k] for k in ("cache_state", "id", "compile_s", "timestamp", "mark")})
     return out

@@ -21,7 +21,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import ArgumentError, OperationalError
 
 from ledger.errors import LedgerError
-from ledger.storage.sqlite_file import busy_timeout_s
+from ledger.storage.sqlite_file import busy_timeout_s, is_locked
 from ledger.storage.url import redact
 
 # A PostgreSQL session whose every transaction is read-only: no statement text can
@@ -90,7 +90,7 @@ def _begin_with_retries(conn, begin: str, timeout: float) -> None:
             return
         except OperationalError as exc:
             waited = time.monotonic() - started
-            if "locked" not in str(exc) and "busy" not in str(exc) or waited >= 0.9 * timeout \
+            if not is_locked(exc) or waited >= 0.9 * timeout \
                     or attempt == BEGIN_RETRIES:
                 raise
             time.sleep(0.05 * 2 ** attempt)

@@ -32,6 +32,14 @@ NETWORK_FILESYSTEMS = frozenset({
 })
 
 
+def is_locked(exc: BaseException) -> bool:
+    """SQLite's "database is locked" or "busy" in an error, or in the one line a
+    LedgerError made of it: another connection holds the lock. SQLite says it only in
+    its message, so this is the one place that reads the message for it."""
+    text = str(getattr(exc, "orig", None) or exc)
+    return "locked" in text or "busy" in text
+
+
 def busy_timeout_s() -> float:
     """Seconds a SQLite writer waits for the lock: $LEDGER_BUSY_TIMEOUT, else 600."""
     raw = os.environ.get(BUSY_TIMEOUT_ENV)

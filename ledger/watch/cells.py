@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from ledger.record import CACHE_CELL, COLD, NONE, WARM
+from ledger.rows import key_text, ok_sql, time_sql
 from ledger.storage.models import cache_cells, cache_cells_state
-from ledger.watch.pins import ok_sql
 
 _ID_PAD = 10**12  # ids as fixed-width text, so "timestamp|id" sorts as (timestamp, id)
 # Grouping order: the columns that tell cells apart first, so the sort's comparisons
@@ -37,10 +37,10 @@ assert sorted(_GROUP_ORDER) == sorted(CACHE_CELL)
 _FIELDS = json.dumps(CACHE_CELL)
 
 
-def stamp_sql(dialect: str, p: str = "") -> str:
-    """"timestamp|id" with the id at fixed width: its MAX is the newest row, ties by id.
-    Compared byte by byte on every backend, as Python compares the text."""
-    stamp = f"COALESCE({p}timestamp, '') || '|' || CAST({_ID_PAD} + {p}id AS TEXT)"
+def stamp_sql(dialect: str) -> str:
+    """"timestamp|id" with the id at fixed width: its MAX is the newest row (rows.py's
+    order, in one text). Compared byte by byte on every backend, as Python compares it."""
+    stamp = f"{time_sql()} || '|' || CAST({_ID_PAD} + id AS TEXT)"
     return f"({stamp}) COLLATE \"C\"" if dialect == "postgresql" else stamp
 
 
@@ -65,10 +65,8 @@ class Group:
 
 
 def cell_key(values: dict) -> str:
-    """The canonical JSON of a cell's values (mixed_precision as true/false whatever
-    the backend returned), so equal cells give equal text."""
-    return json.dumps([bool(values[f]) if f == "mixed_precision" and values[f] is not None else values[f]
-                       for f in CACHE_CELL], separators=(",", ":"))
+    """The canonical text of a cell's values: equal cells give equal text."""
+    return key_text(values, CACHE_CELL)
 
 
 # a summary: (newest "stamp|state", last_warm stamp, first_cold stamp, n_cold)

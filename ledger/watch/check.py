@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
+from ledger.filters import filter_sql, refuse_unmatched
 from ledger.record import CACHE_CELL
+from ledger.rows import after_sql, describe_key, key_values, pinnable_sql, time_sql, utc_now
 from ledger.storage.models import check_runs, pins, verdicts
 from ledger.watch import cells
-from ledger.watch.explain import fetch_rows
+from ledger.watch.causes import fetch_rows
 from ledger.watch.findings import (
     CACHE_NOT_REUSED,
     CACHE_OFF,
@@ -31,7 +33,6 @@ from ledger.watch.findings import (
 )
 from ledger.watch.history import HISTORY, TOLERANCE_RULE, rule_text
 from ledger.watch.keys import key_join_sql, loaded_cause_sql, loaded_sql
-from ledger.watch.pins import describe_key, filter_sql, pinnable_sql, refuse_unmatched, utc_now
 
 TOLERANCE = 1.5
 MIN_DIFF = 0.05  # seconds: below this a slower compile is never a regression, whatever its ratio
@@ -55,8 +56,7 @@ def _judge_sql(dialect: str, where: str) -> str:
     :prev (0: none) stand for the rows up to :above (see _reusable) and are grouped
     with them, as if judged again."""
     match = key_join_sql("r", "p", dialect)
-    newer = ("(COALESCE(r.timestamp, '') > COALESCE(p.timestamp, '')"
-             " OR (COALESCE(r.timestamp, '') = COALESCE(p.timestamp, '') AND r.id > p.row_id))")
+    newer = after_sql("r", time_sql("p"), "p.row_id")
     loaded = loaded_sql("r")
     # the key's own history judges where the pin has a threshold from it
     # (ledger/watch/history.py), the fixed tolerance elsewhere; either way a row
@@ -145,8 +145,7 @@ def _findings(conn, run_id: int, cache: list[Finding]) -> list[dict]:
            f" WHERE v.check_run_id = :run AND v.verdict <> '{OK}' ORDER BY {_ORDER}, v.id")
     found = [dict(r) for r in conn.execute(sa.text(sql), {"run": run_id}).mappings()]
     for f in found:
-        if f["mixed_precision"] is not None:
-            f["mixed_precision"] = bool(f["mixed_precision"])
+        f["mixed_precision"] = key_values(f, ["mixed_precision"])[0]
         mine = known.get((f["verdict"], f["row_id"]))
         f["fails"] = mine.fails if mine else f["verdict"] in FAILING
         f.update(mine.extra if mine else {})

@@ -9,86 +9,16 @@ carry none of that, and then the honest answer is "cause unknown".
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
-import sqlalchemy as sa
-
 from ledger.errors import LedgerError
-from ledger.record import CACHE_CELL, COLD, NONE, WARM
-from ledger.watch.keys import same_sql
-from ledger.watch.pins import NEWEST_FIRST, describe_key, ok_sql
+from ledger.record import COLD, NONE
+from ledger.rows import describe_key
+from ledger.watch import findings
+from ledger.watch.causes import SHOWN_BY, cause_text, diagnose, fetch_rows, last_warm_before
 
 # The largest id either backend stores (SQLite's INTEGER, a 64-bit signed integer).
 MAX_ID = 2**63 - 1
-
-# A cache cell: the comparability key without cache_state, plus the cache dir. A
-# warm row and a cold row compare only within one of these.
-
-COMPUTATION = "computation"
-UNKNOWN_CAUSE = "cause unknown"
-EMPTY_DIR = "cache dir was empty before the compile"
-SAME_KEY = "same cache key as the warm row (its entry was removed or never written)"
-# The columns that show a component's actual values, where the probe recorded them.
-SHOWN_BY = {"XLA flags": "xla_flags", "jax_lib version": "jaxlib_version"}
-
-
-def _components(row) -> dict | None:
-    text = row.get("cache_key_components")
-    if not text:
-        return None
-    try:
-        parsed = json.loads(text)
-    except ValueError:
-        return None
-    return parsed if isinstance(parsed, dict) and parsed else None
-
-
-def _computation(cold, warm) -> str:
-    before, after = warm.get("program_fingerprint"), cold.get("program_fingerprint")
-    if not before or not after:
-        return COMPUTATION
-    return f"{COMPUTATION} (program changed)" if before != after else f"{COMPUTATION} (same program, different hash)"
-
-
-def diagnose(cold: dict, warm: dict) -> list[str]:
-    """The causes, from the evidence on both rows; never empty."""
-    causes = []
-    if cold.get("cache_files_before") == 0:
-        causes.append(EMPTY_DIR)
-    a, b = _components(warm), _components(cold)
-    if a is None or b is None:
-        return causes or [UNKNOWN_CAUSE]
-    for name in sorted(a.keys() | b.keys()):
-        if a.get(name) != b.get(name):
-            causes.append(_computation(cold, warm) if name == COMPUTATION else name)
-    return causes or [SAME_KEY]
-
-
-def cause_text(causes: list[str]) -> str:
-    return "; ".join(causes)
-
-
-def fetch_rows(conn, ids) -> dict[int, dict]:
-    ids = sorted(set(ids))
-    out = {}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start:start + 500]
-        rows = conn.execute(sa.text("SELECT * FROM compile_records WHERE id IN :ids")
-                            .bindparams(sa.bindparam("ids", expanding=True)), {"ids": chunk}).mappings()
-        out.update((r["id"], dict(r)) for r in rows)
-    return out
-
-
-def last_warm_before(conn, row: dict) -> dict | None:
-    """The newest warm ok row of the row's cell and cache dir that is older than it."""
-    same = " AND ".join(same_sql(f, f":{f}", conn.dialect.name) for f in CACHE_CELL)
-    older = "(COALESCE(timestamp, '') < :ts OR (COALESCE(timestamp, '') = :ts AND id < :id))"
-    sql = (f"SELECT * FROM compile_records WHERE cache_state = '{WARM}' AND {ok_sql()} AND {same} AND {older}"
-           f" ORDER BY {NEWEST_FIRST.format(p='')} LIMIT 1")
-    params = {f: row[f] for f in CACHE_CELL} | {"ts": row["timestamp"] or "", "id": row["id"]}
-    found = conn.execute(sa.text(sql), params).mappings().first()
-    return dict(found) if found else None
 
 
 @dataclass
@@ -137,8 +67,6 @@ def explain_row(engine, row_id: int) -> Diagnosis:
         row = fetch_rows(conn, [row_id]).get(row_id)
         if row is None:
             raise LedgerError(f"no compile row with id {row_id}")
-        from ledger.watch import findings  # it builds on this module
-
         if row["cache_state"] == NONE:  # cache-off, when its cell was warm before
             return findings.explain_none(conn, row)
         if row["cache_state"] != COLD:

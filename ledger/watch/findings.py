@@ -7,7 +7,7 @@ a few thousand summaries; each finding below is read from them, and only a findi
 own rows are fetched again.
 
 - went-cold: a cache cell (cell + jax + cache dir) whose newest row is cold after a
-  warm one. The cause is what differs from the last warm row (explain.diagnose).
+  warm one. The cause is what differs from the last warm row (causes.diagnose).
 - cache-off: a cell that was warm under a cache dir whose newest row has none at all.
   The commonest way the cache stops applying: a job script without
   JAX_COMPILATION_CACHE_DIR. Fails.
@@ -31,18 +31,18 @@ from itertools import pairwise
 import sqlalchemy as sa
 
 from ledger.record import COLD, NONE, STATELESS_KEY, WARM
+from ledger.rows import before_sql, describe_key, newest_first, ok_sql, oldest_first
 from ledger.watch import cells
-from ledger.watch.cells import Group
-from ledger.watch.cells import row_id as _id
-from ledger.watch.explain import (
+from ledger.watch.causes import (
     SAME_KEY,
     UNKNOWN_CAUSE,
     cause_text,
     diagnose,
     fetch_rows,
 )
-from ledger.watch.keys import pin_key, same_sql
-from ledger.watch.pins import ok_sql
+from ledger.watch.cells import Group
+from ledger.watch.cells import row_id as _id
+from ledger.watch.keys import pin_key, same_as_sql, same_sql
 
 WENT_COLD, CACHE_OFF, CACHE_NOT_REUSED, JAX_CHANGED = "went-cold", "cache-off", "cache-not-reused", "jax-changed"
 LINEAGE = tuple(f for f in STATELESS_KEY if f != "jax_version")
@@ -107,7 +107,7 @@ def _cache_off(conn, groups: list[Group]) -> list[Finding]:
 
 def _first_none_after(conn, values: dict, stamp: str) -> int:
     """The first none row of the cell after the stamp: when the cache went off."""
-    same = " AND ".join(same_sql(f, f":{f}", conn.dialect.name) for f in STATELESS_KEY)
+    same = same_as_sql(STATELESS_KEY, conn.dialect.name)
     row_stamp = cells.stamp_sql(conn.dialect.name)
     sql = (f"SELECT MIN({row_stamp}) FROM compile_records WHERE {ok_sql()} AND cache_state = '{NONE}'"
            f" AND {same} AND {row_stamp} > :stamp")
@@ -144,9 +144,9 @@ def _jax_changed(old: Group, jax: str, row_id: int) -> Finding:
 
 def cold_rows(conn, values: dict) -> list[dict]:
     """The ok cold rows of one cell (all cache dirs), oldest first."""
-    same = " AND ".join(same_sql(f, f":{f}", conn.dialect.name) for f in STATELESS_KEY)
+    same = same_as_sql(STATELESS_KEY, conn.dialect.name)
     sql = (f"SELECT * FROM compile_records WHERE {ok_sql()} AND cache_state = '{COLD}' AND {same}"
-           " AND cache_dir IS NOT NULL AND cache_dir <> '' ORDER BY COALESCE(timestamp, ''), id")
+           f" AND cache_dir IS NOT NULL AND cache_dir <> '' ORDER BY {oldest_first()}")
     return [dict(r) for r in conn.execute(sa.text(sql), {f: values[f] for f in STATELESS_KEY}).mappings()]
 
 
@@ -226,19 +226,17 @@ class Told:
 def _last_warm(conn, row: dict, other_jax: bool) -> dict | None:
     """The newest warm ok row of the row's lineage under a cache dir, older than it;
     with `other_jax`, under another jax version only."""
-    same = " AND ".join(same_sql(f, f":{f}", conn.dialect.name) for f in LINEAGE)
-    older = "(COALESCE(timestamp, '') < :ts OR (COALESCE(timestamp, '') = :ts AND id < :id))"
+    same = same_as_sql(LINEAGE, conn.dialect.name)
+    older = before_sql("", ":ts", ":id")
     jax = f" AND NOT ({same_sql('jax_version', ':jax', conn.dialect.name)})" if other_jax else ""
     sql = (f"SELECT * FROM compile_records WHERE cache_state = '{WARM}' AND {ok_sql()} AND {same} AND {older}"
-           f" AND cache_dir IS NOT NULL AND cache_dir <> ''{jax} ORDER BY COALESCE(timestamp, '') DESC, id DESC LIMIT 1")
+           f" AND cache_dir IS NOT NULL AND cache_dir <> ''{jax} ORDER BY {newest_first()} LIMIT 1")
     params = {f: row[f] for f in LINEAGE} | {"ts": row["timestamp"] or "", "id": row["id"], "jax": row["jax_version"]}
     found = conn.execute(sa.text(sql), params).mappings().first()
     return dict(found) if found else None
 
 
 def _head(row: dict) -> list[str]:
-    from ledger.watch.pins import describe_key
-
     return [f"row {row['id']}: {row['cache_state']}, compile_s {row['compile_s']:.4g}, tag {row['tag']}, {row['timestamp']}",
             f"cell: {describe_key(row)}, cache dir {row['cache_dir'] or '(none)'}"]
 

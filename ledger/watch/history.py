@@ -23,6 +23,7 @@ from statistics import median
 
 import sqlalchemy as sa
 
+from ledger.rows import before_sql, newest_first, pinnable_sql, time_sql
 from ledger.watch.keys import key_join_sql, loaded_sql
 
 MIN_HISTORY = 6  # warm rows a key needs before its own spread judges it
@@ -46,13 +47,11 @@ def _history_sql(dialect: str) -> str:
     """Each pin lacking a history, with its key's newest WINDOW warm ok rows at or
     before the pin's own row, loaded hosts left out: one pass for all of them."""
     match = key_join_sql("r", "p", dialect)
-    upto = ("(COALESCE(r.timestamp, '') < COALESCE(p.timestamp, '')"
-            " OR (COALESCE(r.timestamp, '') = COALESCE(p.timestamp, '') AND r.id <= p.row_id))")
-    from ledger.watch.pins import pinnable_sql  # pins imports this module
+    upto = before_sql("r", time_sql("p"), "p.row_id", inclusive=True)
 
     return (
         "SELECT pin_id, compile_s FROM (SELECT p.id AS pin_id, r.compile_s, ROW_NUMBER() OVER (PARTITION BY p.id"
-        " ORDER BY COALESCE(r.timestamp, '') DESC, r.id DESC) AS rn"
+        f" ORDER BY {newest_first('r')}) AS rn"
         f" FROM pins p JOIN compile_records r ON {match}"
         f" WHERE p.history_n IS NULL AND {pinnable_sql('r')} AND NOT {loaded_sql('r')} AND {upto}) h"
         f" WHERE rn <= {WINDOW}"

@@ -8,23 +8,13 @@ by the database, not in Python.
 
 from __future__ import annotations
 
-import json
-
 from ledger.record import COMPARABILITY_KEY
+from ledger.rows import key_text
 
 
 def pin_key(row) -> str:
-    """Canonical text of a row's comparability key: what pins.pin_key holds.
-
-    JSON of the values in COMPARABILITY_KEY order (NULLs as null; mixed_precision as
-    true/false whatever the backend returned), so equal keys give equal text."""
-    values = []
-    for name in COMPARABILITY_KEY:
-        v = row[name]
-        if name == "mixed_precision" and v is not None:
-            v = bool(v)
-        values.append(v)
-    return json.dumps(values, separators=(",", ":"))
+    """Canonical text of a row's comparability key: what pins.pin_key holds."""
+    return key_text(row, COMPARABILITY_KEY)
 
 
 def key_columns_sql(alias: str = "") -> str:
@@ -35,6 +25,12 @@ def key_columns_sql(alias: str = "") -> str:
 def same_sql(a: str, b: str, dialect: str) -> str:
     """a equals b, NULL equal to NULL (legacy rows leave key columns NULL)."""
     return f"{a} IS {b}" if dialect == "sqlite" else f"{a} IS NOT DISTINCT FROM {b}"
+
+
+def same_as_sql(fields, dialect: str) -> str:
+    """The row has the given values of `fields` (parameters named as the fields), NULL
+    matching NULL: "the same key" or "the same cell" as a row, by the fields named."""
+    return " AND ".join(same_sql(f, f":{f}", dialect) for f in fields)
 
 
 def key_join_sql(a: str, b: str, dialect: str) -> str:

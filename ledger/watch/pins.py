@@ -13,91 +13,16 @@ the work grows with the table in SQL and with the number of keys in Python.
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 
 import sqlalchemy as sa
 
-from ledger.errors import LedgerError
-from ledger.record import COMPARABILITY_KEY, SHAPE_FIELDS, STATUS_OK, WARM
+from ledger.filters import filter_sql, refuse_unmatched
+from ledger.record import COMPARABILITY_KEY
+from ledger.rows import describe_key, key_values, newest_first, pinnable_sql, utc_now
 from ledger.storage.models import pin_history, pins
 from ledger.watch.history import fill_histories
 from ledger.watch.keys import LOADED_SQL, key_columns_sql, pin_key
-
-# The columns a user may narrow pins, check and repin by.
-FILTER_FIELDS = ("hardware", "hostname", "dataset_class", "model_type", "instrument", "transform")
-
-# Newest first; a NULL timestamp counts as the oldest on every backend.
-NEWEST_FIRST = "COALESCE({p}timestamp, '') DESC, {p}id DESC"
-
-
-def ok_sql(alias: str = "") -> str:
-    # status is NULL only on rows written before the column had its default: they
-    # were successful compiles (a failed transform was never recorded then).
-    p = f"{alias}." if alias else ""
-    return f"COALESCE({p}status, '{STATUS_OK}') = '{STATUS_OK}'"
-
-
-def pinnable_sql(alias: str = "") -> str:
-    p = f"{alias}." if alias else ""
-    return f"{p}cache_state = '{WARM}' AND {ok_sql(alias)} AND {p}compile_s IS NOT NULL"
-
-
-def filter_sql(filters: dict | None, alias: str = "") -> tuple[str, dict]:
-    """' AND col = :f_col ...' for the filters given (None values are no filter)."""
-    p = f"{alias}." if alias else ""
-    parts, params = [], {}
-    for name, value in (filters or {}).items():
-        if value is None:
-            continue
-        if name not in FILTER_FIELDS:
-            raise ValueError(f"not a filter column: {name}")
-        parts.append(f" AND {p}{name} = :f_{name}")
-        params[f"f_{name}"] = value
-    return "".join(parts), params
-
-
-def describe_filters(filters: dict | None) -> str:
-    """The filters as the options that gave them (a value quoted as a shell would need,
-    a huge one cut short)."""
-    def shown(value) -> str:
-        text = str(value)
-        return shlex.quote(text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)")
-
-    given = filters or {}
-    return " ".join(f"--{name.replace('_', '-')} {shown(given[name])}" for name in FILTER_FIELDS
-                    if given.get(name) is not None)  # one order, whichever command gave them
-
-
-class NoRowMatches(LedgerError):
-    """Filters that match no compile row: a typo (`--transform bogus`), so a usage
-    error, exit 2; `ledger check` exits 1 for findings, and the two stay apart."""
-
-    exit_code = 2
-
-
-def refuse_unmatched(conn, filters: dict | None, consequence: str) -> None:
-    """Refuse filters that were given and match not one compile row: every command
-    that takes them (pins update and list, check, report) would otherwise print an
-    empty answer and exit 0, and a typo in a CI filter would read as all-clear.
-    No filters, or a matching row (or pin: one merged from another ledger): nothing to say."""
-    where, params = filter_sql(filters)
-    if where and not any(conn.execute(sa.text(f"SELECT 1 FROM {table} WHERE 1 = 1{where} LIMIT 1"), params).first()
-                         for table in ("compile_records", "pins")):
-        raise NoRowMatches(f"no compile row matches {describe_filters(filters)}: {consequence}")
-
-
-def describe_key(row) -> str:
-    """A key (or a cell) for people: host, then cell."""
-    mp = row["mixed_precision"]
-    host = f"{row['hardware']}/{row['hostname']} jax {row['jax_version']}" + (" mixed" if mp else "")
-    cell = "/".join(str(row[f]) if row[f] is not None else "-" for f in ("dataset_class", "model_type", "instrument"))
-    # the batch shape is part of the cell: two shapes are two keys, and must read so
-    shape = [f"{f} {row.get(f)}" for f in SHAPE_FIELDS if row.get(f) is not None]
-    # a recorded compile's cell is its function at an input signature
-    function = f" {row.get('function')}({row.get('input_signature')})" if row.get("function") is not None else ""
-    return f"{host} {cell} {row['transform']}{function}" + (f" ({', '.join(shape)})" if shape else "")
 
 
 @dataclass
@@ -143,7 +68,7 @@ def candidates(conn, filters: dict | None, allow_loaded: bool) -> list[dict]:
     keys = key_columns_sql()
     sql = (
         f"SELECT * FROM (SELECT id, {keys}, compile_s, tag, timestamp, {LOADED_SQL} AS loaded,"
-        f" ROW_NUMBER() OVER (PARTITION BY {keys} ORDER BY {NEWEST_FIRST.format(p='')}) AS rn"
+        f" ROW_NUMBER() OVER (PARTITION BY {keys} ORDER BY {newest_first()}) AS rn"
         f" FROM compile_records WHERE {pinnable_sql()}{where}) ranked WHERE rn = 1"
     )
     return [dict(r) for r in conn.execute(sa.text(sql), params).mappings()]
@@ -177,9 +102,7 @@ def plan_pins(conn, *, filters: dict | None = None, repin: bool = False, allow_l
 
 def _pin_values(change: Change, now: str) -> dict:
     row = change.new
-    values = {name: row[name] for name in COMPARABILITY_KEY}
-    if values["mixed_precision"] is not None:
-        values["mixed_precision"] = bool(values["mixed_precision"])
+    values = dict(zip(COMPARABILITY_KEY, key_values(row, COMPARABILITY_KEY)))
     # the key's history is taken again for the new pin (history.fill_histories)
     return dict(values, pin_key=change.key, row_id=row["id"], compile_s=row["compile_s"], tag=row["tag"],
                 timestamp=row["timestamp"], pinned_at=now, loaded_host=bool(row["loaded"]),
@@ -244,6 +167,3 @@ def list_pins(engine, filters: dict | None = None) -> tuple[list[str], list[tupl
         refuse_unmatched(conn, filters, "no pins to list")
         return list(LIST_COLUMNS), [tuple(r) for r in conn.execute(query)]
 
-
-def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,92 @@
+"""The ledger's words about compile rows, spelled once: which row is newer, which rows
+count (ok, pinnable), how a row's key reads to people, and the clock of what the ledger
+itself writes (pins, check runs).
+
+Every query that orders rows or asks "ok?" or "pinnable?" takes its SQL from here
+(tests/test_words.py holds the tree to it), so a change to the rule, the one clock of
+aware UTC times for instance, is a change to this file.
+
+Row order: by timestamp text, a NULL timestamp as the oldest on every backend, ties
+broken by id (the order rows were written in one ledger).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+from ledger.record import SHAPE_FIELDS, STATUS_OK, WARM
+
+
+def _p(alias: str) -> str:
+    return f"{alias}." if alias else ""
+
+
+def time_sql(alias: str = "") -> str:
+    """A row's place in time, as SQL: its timestamp, a NULL one the oldest."""
+    return f"COALESCE({_p(alias)}timestamp, '')"
+
+
+def newest_first(alias: str = "") -> str:
+    """ORDER BY text, newest row first."""
+    return f"{time_sql(alias)} DESC, {_p(alias)}id DESC"
+
+
+def oldest_first(alias: str = "") -> str:
+    """ORDER BY text, oldest row first."""
+    return f"{time_sql(alias)}, {_p(alias)}id"
+
+
+def before_sql(alias: str, time: str, row_id: str, *, inclusive: bool = False) -> str:
+    """Row `alias` comes before the row at (time, row_id), both SQL expressions (a
+    parameter, or another row's time_sql and id); `inclusive`: or is that row."""
+    t = time_sql(alias)
+    return f"({t} < {time} OR ({t} = {time} AND {_p(alias)}id {'<=' if inclusive else '<'} {row_id}))"
+
+
+def after_sql(alias: str, time: str, row_id: str) -> str:
+    """Row `alias` comes after the row at (time, row_id)."""
+    t = time_sql(alias)
+    return f"({t} > {time} OR ({t} = {time} AND {_p(alias)}id > {row_id}))"
+
+
+def ok_sql(alias: str = "") -> str:
+    """The compile succeeded. status is NULL only on rows written before the column had
+    its default: they were successful compiles (a failed transform was never recorded then)."""
+    return f"COALESCE({_p(alias)}status, '{STATUS_OK}') = '{STATUS_OK}'"
+
+
+def pinnable_sql(alias: str = "") -> str:
+    """A row a pin may hold: warm, ok and timed. A cold row is the cost the cache exists to
+    remove; none and unknown rows sit on neither side of that line."""
+    p = _p(alias)
+    return f"{p}cache_state = '{WARM}' AND {ok_sql(alias)} AND {p}compile_s IS NOT NULL"
+
+
+def key_values(row, names) -> tuple:
+    """A row's values of the fields `names`, as one key: mixed_precision as true/false
+    whatever the backend returned (SQLite 0/1, PostgreSQL a bool), NULL as None."""
+    return tuple(bool(row[n]) if n == "mixed_precision" and row[n] is not None else row[n] for n in names)
+
+
+def key_text(row, names) -> str:
+    """The canonical text of a row's key over `names` (JSON of key_values): equal keys
+    give equal text, on every backend. What pins.pin_key and a cache cell's key hold."""
+    return json.dumps(key_values(row, names), separators=(",", ":"))
+
+
+def describe_key(row) -> str:
+    """A key (or a cell) for people: host, then cell."""
+    mp = row["mixed_precision"]
+    host = f"{row['hardware']}/{row['hostname']} jax {row['jax_version']}" + (" mixed" if mp else "")
+    cell = "/".join(str(row[f]) if row[f] is not None else "-" for f in ("dataset_class", "model_type", "instrument"))
+    # the batch shape is part of the cell: two shapes are two keys, and must read so
+    shape = [f"{f} {row.get(f)}" for f in SHAPE_FIELDS if row.get(f) is not None]
+    # a recorded compile's cell is its function at an input signature
+    function = f" {row.get('function')}({row.get('input_signature')})" if row.get("function") is not None else ""
+    return f"{host} {cell} {row['transform']}{function}" + (f" ({', '.join(shape)})" if shape else "")
+
+
+def utc_now() -> str:
+    """The time the ledger stamps on what it writes itself (pins, pin history, check runs)."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

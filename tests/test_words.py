@@ -1,0 +1,112 @@
+"""The ledger's words are spelled once: row order, the ok rule and a key's canonical values
+in ledger/rows.py, "the same key or cell as this row" in ledger/watch/keys.py, the reading of
+SQLite's lock message in ledger/storage/sqlite_file.py.
+A second spelling is a bug waiting for the next column (two had drifted apart before
+they were folded). And the house has no import cycle, imports inside functions counted."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+CODE = sorted([*(REPO / "ledger").rglob("*.py"), *(REPO / "probes").rglob("*.py")])
+
+# (what, the pattern of a spelling, the one file that may hold it)
+WORDS = [
+    ("row order", r"COALESCE\(\s*(\w+\.|\{[^}]*\})?timestamp\b", "ledger/rows.py"),
+    ("the ok rule", r"COALESCE\(\s*(\w+\.|\{[^}]*\})?status\b", "ledger/rows.py"),
+    ("a key's canonical values", r"""==\s*["']mixed_precision["']\s+and\b""", "ledger/rows.py"),
+    ("same key or cell as a row", r"""join\(same_sql\(""", "ledger/watch/keys.py"),
+    ("SQLite's lock message", r"""["'](database is )?(locked|busy)["']""", "ledger/storage/sqlite_file.py"),
+]
+
+
+def _spellings(pattern: str, files=CODE, root=REPO) -> set[str]:
+    return {str(p.relative_to(root)) for p in files if re.search(pattern, p.read_text(encoding="utf-8"))}
+
+
+@pytest.mark.parametrize("what, pattern, home", WORDS, ids=[w[0] for w in WORDS])
+def test_each_word_is_spelled_in_its_home_only(what, pattern, home):
+    assert _spellings(pattern) == {home}
+
+
+@pytest.mark.parametrize("what, pattern, home", WORDS, ids=[w[0] for w in WORDS])
+def test_the_scan_finds_a_second_spelling(what, pattern, home, tmp_path):
+    """The scan itself can fail: a module that spells the word again is found."""
+    spelled = {"row order": "SQL = \"ORDER BY COALESCE(r.timestamp, '') DESC\"",
+               "the ok rule": "SQL = \"COALESCE(status, 'ok') = 'ok'\"",
+               "a key's canonical values": "v = [bool(r[n]) if n == 'mixed_precision' and r[n] else r[n] for n in ns]",
+               "same key or cell as a row": "same = ' AND '.join(same_sql(f, f':{f}', d) for f in CELL)",
+               "SQLite's lock message": "locked = 'locked' in str(exc)"}[what]
+    (tmp_path / "stray.py").write_text(spelled + "\n", encoding="utf-8")
+    (tmp_path / "clean.py").write_text("SQL = 'SELECT 1'\n", encoding="utf-8")
+    assert _spellings(pattern, sorted(tmp_path.iterdir()), tmp_path) == {"stray.py"}
+
+
+def _module_of(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    modules = {_module_of(p): p for p in CODE}
+
+    def known(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph = {}
+    for name, path in modules.items():
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                deps |= {known(a.name) for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                deps |= {known(f"{node.module}.{a.name}") for a in node.names}
+        graph[name] = deps - {None, name}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycle_in_the_house():
+    assert _cycles(_import_graph()) == []
+
+
+def test_the_cycle_test_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
