@@ -89,3 +89,19 @@ def test_recorded_state_is_kept_and_never_backfilled(tmp_path, db):
     write_json(tmp_path / "in.json", recs)
     assert run_cli("import", tmp_path / "in.json", "--db", db).exit_code == 0
     assert _states(db) == [("warm", "recorded"), ("cold", "tag")]
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+def test_the_migration_keeps_its_own_copy_of_the_rule_equal_to_the_import_path(dialect):
+    """0003 freezes the rule instead of importing application code (a revision must do
+    what it did the day it ran); the import path must still give every row the state the
+    migration gives it, so the two statements are one text today."""
+    import importlib
+    import inspect
+
+    from ledger.legacy import cache_rule
+
+    revision = importlib.import_module("ledger.migrations.versions.0003_backfill_cache_state")
+    assert "ledger." not in inspect.getsource(revision).split('"""', 2)[2]  # no application import
+    assert revision.backfill_sql(dialect) == cache_rule.backfill_sql(dialect)
+    assert revision.state_sql(dialect) == cache_rule.state_sql(dialect)
