@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test probe migrate bench lint wheel clean
+.PHONY: install test test-fast probe migrate bench lint wheel clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -17,6 +17,12 @@ install: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/pytest -q
+
+# The developer's loop: every case that needs neither a JAX compile nor a server nor a
+# browser and takes under 0.3 s (the jax and slow markers), in under a minute. Under it JAX has no platform (tests/conftest.py), so a
+# case that compiles without its jax marker fails instead of slowing the loop.
+test-fast: $(STAMP)
+	LEDGER_TEST_TIER=fast $(BIN)/pytest -q -m "not jax and not slow and not postgresql and not slurm and not chromium"
 
 # The main job: a cold/warm pair of a realistic built-in objective into ./ledger.db.
 probe: $(STAMP)

@@ -49,9 +49,28 @@ def db(tmp_path) -> Path:
 # tests/case_kinds.py says what each kind needs and how to tell it is here.
 
 
+# -- tiers: `make test-fast` runs the cases marked neither jax nor slow nor a kind that
+# needs a server or a browser. Under it JAX has no platform to compile on, so a case
+# that compiles and is not marked jax fails, saying so, instead of slowing the tier.
+TIER_ENV = "LEDGER_TEST_TIER"
+NO_PLATFORM = "no-jax-in-the-fast-tier"
+
+
+def jax_platform() -> str:
+    """The platform a test's own programs compile on: the CPU (whatever accelerator the
+    machine has), and none at all under the fast tier."""
+    return NO_PLATFORM if os.environ.get(TIER_ENV) == "fast" else "cpu"
+
+
 def pytest_configure(config):
     for kind, (needs, _) in KINDS.items():
         config.addinivalue_line("markers", f"{kind}: needs {needs}; skips without it, fails under {REQUIRE_ALL}")
+    config.addinivalue_line("markers", "jax: runs a JAX compile, in the test or in a command it starts"
+                            " (left out of make test-fast)")
+    config.addinivalue_line("markers", "slow: over 0.3 s on a 2-core machine without a compile: many processes,"
+                            " a lock or a timeout waited for, a property test (left out of make test-fast)")
+    if os.environ.get(TIER_ENV) == "fast":
+        os.environ["JAX_PLATFORMS"] = NO_PLATFORM  # read when jax first picks a backend, here or in a child
 
 
 def pytest_report_header(config):

@@ -135,6 +135,7 @@ def test_pins_check_and_report(any_db, tmp_path):
         in report.splitlines()
 
 
+@pytest.mark.jax
 def test_a_real_probe_writes_its_rows(any_db):
     out = _ok("probe", "-o", "toy", "-t", "jit,grad", "--steady-calls", "1", "--db", any_db)
     assert out.splitlines()[-1].endswith(f"2 rows written to {any_db}")

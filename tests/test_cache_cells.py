@@ -124,6 +124,7 @@ def assert_check_matches_a_recompute(engine) -> None:
         assert conn.execute(sa.text("SELECT upto FROM cache_cells_state")).scalar() == top
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=operations)

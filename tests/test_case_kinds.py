@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from .case_kinds import KINDS, REQUIRE_ALL, REQUIRE_ONE
 
 REPO = Path(__file__).resolve().parent.parent
@@ -53,6 +55,7 @@ def _summary(run: subprocess.CompletedProcess) -> str:
     return line
 
 
+@pytest.mark.slow
 def test_a_collection_error_shows_as_itself(tmp_path):
     """A module that cannot be imported (hypothesis missing, say): pytest's own report
     of it, and the summary line, not an AttributeError from the summary hook."""
@@ -66,6 +69,7 @@ def test_a_collection_error_shows_as_itself(tmp_path):
     assert _summary(run) == f"cases: 0 local, {ZEROS} ran; 0 skipped; 1 collection error"
 
 
+@pytest.mark.slow
 def test_without_a_switch_a_case_that_cannot_run_skips_saying_why(tmp_path):
     (tmp_path / "test_kinds.py").write_text(KINDS_TREE)
     run = _pytest(tmp_path)
@@ -78,6 +82,7 @@ def test_without_a_switch_a_case_that_cannot_run_skips_saying_why(tmp_path):
         f"SKIPPED [1] test_kinds.py:17: {why}"]
 
 
+@pytest.mark.slow
 def test_under_require_all_every_case_runs_or_fails(tmp_path):
     (tmp_path / "test_kinds.py").write_text(KINDS_TREE)
     run = _pytest(tmp_path, **{REQUIRE_ALL: "1"})
@@ -88,6 +93,7 @@ def test_under_require_all_every_case_runs_or_fails(tmp_path):
                             " server") == 2
 
 
+@pytest.mark.slow
 def test_require_pg_requires_only_postgresql(tmp_path):
     (tmp_path / "test_kinds.py").write_text(KINDS_TREE)
     run = _pytest(tmp_path, LEDGER_REQUIRE_PG="1")

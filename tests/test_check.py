@@ -263,6 +263,7 @@ def test_a_tight_key_flags_a_slowdown_well_under_1_5x(any_db, tmp_path):
         ("ok", inside, "history", pytest.approx(thr)), ("regression", slow, "history", pytest.approx(thr))]
 
 
+@pytest.mark.slow
 def test_a_noisy_key_passes_its_own_spread_and_flags_far_outside_it(any_db, tmp_path):
     _history(any_db, tmp_path, NOISY)
     (thr,), = query(any_db, "SELECT threshold_s FROM pins")

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ledger.storage.revisions import HEAD
 
 from .conftest import (
@@ -39,6 +41,7 @@ def test_help_does_not_import_jax_or_sqlalchemy():
     assert out.strip() == "[]"
 
 
+@pytest.mark.slow
 def test_entry_point_round_trip(tmp_path):
     env = {**os.environ, "LEDGER_DB": str(tmp_path / "env.db")}
     imp = _run("import", CORPUS, env=env)
@@ -79,6 +82,7 @@ def test_usage_errors_exit_2(db):
     assert run_cli("frobnicate").exit_code == 2
 
 
+@pytest.mark.slow
 def test_db_commands(db):
     assert run_cli("db", "upgrade", "0002", "--db", db).output == "at revision 0002\n"
     assert run_cli("db", "current", "--db", db).output == f"0002 (head is {HEAD}: run `ledger db upgrade`)\n"

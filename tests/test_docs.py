@@ -179,6 +179,7 @@ def comment_problems(root: Path) -> list[str]:
     return problems
 
 
+@pytest.mark.slow
 def test_code_comments_name_files_that_exist():
     assert comment_problems(ROOT) == []
 

@@ -103,6 +103,7 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
+@pytest.mark.slow
 def test_import_killed_mid_transaction_leaves_nothing_partial(tmp_path, db):
     assert run_cli("import", CORPUS, "--db", db).exit_code == 0
     before_sha = _sha(db)
@@ -219,6 +220,7 @@ def test_migration_killed_on_postgresql_rolls_back(pg_db):
     assert states == {s: n * copies for s, n in CORPUS_STATES.items()}
 
 
+@pytest.mark.jax
 def test_probe_killed_between_transforms_keeps_the_finished_ones(tmp_path, db):
     """The `ledger probe` process itself dies (SIGKILL, as from the OOM killer) while
     tracing its third transform: the two measured before it are committed rows.
@@ -339,6 +341,7 @@ WRITES = {"import": lambda corpus: ["import", corpus], "pins update": lambda cor
 HOW = [pytest.param("mount", marks=pytest.mark.namespace), pytest.param("permissions", marks=pytest.mark.unprivileged)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", HOW)
 @pytest.mark.parametrize("where", ["file", "directory"])
 @pytest.mark.parametrize("command", list(WRITES))
@@ -361,6 +364,7 @@ def test_write_to_a_read_only_database_is_one_line(tmp_path, own_dir, corpus_db,
     assert _sha(db) == before and not Path(f"{db}-journal").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", HOW)
 def test_new_database_in_a_read_only_directory_is_one_line(tmp_path, own_dir, how):
     if how == "mount":
@@ -376,6 +380,7 @@ def test_new_database_in_a_read_only_directory_is_one_line(tmp_path, own_dir, ho
     assert list(ro.iterdir()) == []
 
 
+@pytest.mark.slow
 @pytest.mark.namespace
 def test_full_disk_is_one_line_and_leaves_the_database_as_it_was(tmp_path, corpus_db):
     before = _sha(corpus_db)
@@ -414,6 +419,7 @@ def _refused(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=60, check=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [["sql", "select 1"], ["pins", "list"]], ids=["sql", "pins list"])
 def test_unreachable_server_is_one_line_without_the_password(args):
     r = _refused(*args)
@@ -422,6 +428,7 @@ def test_unreachable_server_is_one_line_without_the_password(args):
     assert "secretpw" not in r.stderr + r.stdout and r.stdout == ""
 
 
+@pytest.mark.slow
 def test_sql_and_pins_list_say_the_same_of_an_unreachable_server():
     assert _refused("sql", "select 1").stderr == _refused("pins", "list").stderr
 
@@ -438,6 +445,7 @@ WRITERS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", WRITERS.values(), ids=WRITERS.keys())
 def test_output_to_a_full_device_is_one_line(corpus_db, args):
     # the real entry point: Python's own flush of stdout at exit fails here too
@@ -447,6 +455,7 @@ def test_output_to_a_full_device_is_one_line(corpus_db, args):
     assert r.stderr == "error: cannot write the output: No space left on device\n" and r.returncode == 1, r.stderr
 
 
+@pytest.mark.slow
 def test_output_to_a_closed_pipe_stays_quiet(corpus_db):
     many = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300000) SELECT i FROM n"
     for args in (["sql", "--csv", many], ["sql", "SELECT 1"]):

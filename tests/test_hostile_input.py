@@ -38,7 +38,7 @@ from hypothesis import strategies as st
 from ledger.record import DURATION_FIELDS, LEGACY_FIELDS
 from ledger.record_validation import timestamp_ok
 
-from .conftest import CORPUS, PG_ENV, PgDb, compile_records_of_corpus, query, run_cli
+from .conftest import CORPUS, PG_ENV, PgDb, compile_records_of_corpus, jax_platform, query, run_cli
 
 GOOD = compile_records_of_corpus()[0]
 SIBLING = {"serialize_s": 0.5, "deserialize_s": 0.25, "blob_mb": 3.0, "tag": "export-probe", "model_type": "mge"}
@@ -160,6 +160,7 @@ def _counts(con: sqlite3.Connection) -> tuple[int, int]:
     return con.execute("SELECT (SELECT count(*) FROM compile_records), (SELECT count(*) FROM instrument_records)").fetchone()
 
 
+@pytest.mark.slow
 @settings(max_examples=120, **SETTINGS)
 @given(files=st.lists(file_contents(), min_size=1, max_size=3), good_first=st.booleans(), skip_invalid=st.booleans())
 @example(files=[b'[{"compile_s": NaN}]'], good_first=True, skip_invalid=False)
@@ -513,6 +514,7 @@ EXAMPLES = [
 ]
 
 
+@pytest.mark.slow
 def test_sql_never_writes_and_errors_are_one_line(sql_db):
     backend = "postgresql" if isinstance(sql_db, PgDb) else "sqlite"
 
@@ -569,6 +571,7 @@ def _block_span(data: bytes) -> tuple[int, int] | None:
     return a + len(START), b
 
 
+@pytest.mark.slow
 @settings(max_examples=150, **SETTINGS)
 @given(data=readme_bytes, check=st.booleans())
 @example(data=b"# T\r\n\r\n" + START + b"\r\nold\r\n" + END + b"\r\nafter\r\n", check=False)
@@ -734,6 +737,7 @@ ROW_CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("plain", [True, False], ids=["legacy-fields", "with-extras"])
 @pytest.mark.parametrize("field", ROW_CASES)
 def test_import_refuses_a_control_character_in_the_tag_or_cell_naming_the_record(tmp_path, field, plain):
@@ -846,7 +850,7 @@ def _recorded(tmp_path, *args: str) -> subprocess.CompletedProcess:
     from .case_kinds import LEDGER
 
     return subprocess.run([str(LEDGER), "record", *args], check=False, capture_output=True, text=True, cwd=tmp_path,
-                          timeout=120, env={**os.environ, "JAX_PLATFORMS": "cpu"})
+                          timeout=120, env={**os.environ, "JAX_PLATFORMS": jax_platform()})
 
 
 RECORD_CASES = [*((o, *BAD_VALUES["newline"]) for o in TEXT_OPTIONS["probe"]),
@@ -865,6 +869,7 @@ def test_record_refuses_a_bad_value_without_running_the_command(tmp_path, option
     assert not db.exists()
 
 
+@pytest.mark.jax
 def test_record_stores_a_quoted_tag_exactly(tmp_path):
     db = tmp_path / "ledger.db"
     done = _recorded(tmp_path, "--tag", FINE["--tag"], "--model-type", FINE["--model-type"], "--db", str(db), "--",

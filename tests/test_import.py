@@ -40,6 +40,7 @@ def test_import_twice_adds_nothing(db):
     assert first.exit_code == 0 and _counts(db) == (CORPUS_COMPILE, CORPUS_SIBLINGS)
 
 
+@pytest.mark.slow
 def test_import_after_a_downgrade_round_trip_adds_nothing(db):
     """0001 has no record_key: coming back, both tables' keys are recomputed, the
     sibling records' too (they were imported a second time: 4 became 8)."""
@@ -248,6 +249,7 @@ def test_parallel_readers_give_the_same_rows(tmp_path, forked_readers):
     assert query(parallel, sql) == query(serial, sql) and len(query(serial, sql)) == CORPUS_COMPILE
 
 
+@pytest.mark.slow
 @pytest.mark.fork
 def test_parallel_readers_bad_file_writes_nothing(tmp_path, db, forked_readers):
     tree = tmp_path / "tree" / "local_cpu"

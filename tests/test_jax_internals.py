@@ -101,6 +101,7 @@ def lines(rec):
     return json.loads(rec["provenance"]).get("jax_internals")
 
 
+@pytest.mark.jax
 def test_intact_internals_note_nothing(tmp_path, moved):
     moved()
     cold, = probe_process(tmp_path / "c")
@@ -110,6 +111,7 @@ def test_intact_internals_note_nothing(tmp_path, moved):
     assert lines(cold) is None and lines(warm) is None
 
 
+@pytest.mark.jax
 def test_gone_reset_and_event_listener_fall_back_to_files(tmp_path, moved):
     moved("reset_cache", "listeners")
     cold, = probe_process(tmp_path / "c")
@@ -123,6 +125,7 @@ def test_gone_reset_and_event_listener_fall_back_to_files(tmp_path, moved):
     assert cold["backend_compile_s"] > 0
 
 
+@pytest.mark.jax
 def test_renamed_events_fall_back_to_files(tmp_path, moved):
     moved("events")
     cold, = probe_process(tmp_path / "c")
@@ -132,6 +135,7 @@ def test_renamed_events_fall_back_to_files(tmp_path, moved):
     assert lines(cold) == lines(warm) == [LINE_EVENTS]
 
 
+@pytest.mark.jax
 def test_renamed_logger_and_gone_file_cache_keep_the_events(tmp_path, moved):
     moved("logger", "lru_cache")
     cold, = probe_process(tmp_path / "c")
@@ -142,6 +146,7 @@ def test_renamed_logger_and_gone_file_cache_keep_the_events(tmp_path, moved):
     assert lines(cold) == lines(warm) == [LINE_LRU, LINE_LOGGER]
 
 
+@pytest.mark.jax
 def test_no_events_and_no_files_is_unknown(tmp_path, moved):
     moved("listeners", "lru_cache")
     rec, = probe_process(tmp_path / "c")
@@ -149,6 +154,7 @@ def test_no_events_and_no_files_is_unknown(tmp_path, moved):
     assert lines(rec) == [LINE_LISTENER, LINE_LRU]
 
 
+@pytest.mark.jax
 def test_ledger_probe_prints_each_line_once_and_no_traceback(tmp_path, moved, db):
     moved("reset_cache", "listeners")
     r = subprocess.run([LEDGER, "probe", "-o", "moved:build", "-t", "jit,grad",
@@ -233,6 +239,7 @@ def x64():
     jax.config.update("jax_enable_x64", before)
 
 
+@pytest.mark.jax
 @pytest.mark.parametrize("name, short", [d for d in DTYPES if _jax_dtype(d[0]) is not None],
                          ids=[d[0] for d in DTYPES if _jax_dtype(d[0]) is not None])
 def test_input_signature_spells_each_dtype_as_jax_does(name, short, x64):
@@ -246,6 +253,7 @@ def test_input_signature_spells_each_dtype_as_jax_does(name, short, x64):
         assert f"{short}[{dims}]" == jax.core.ShapedArray(shape, dtype).str_short(short_dtypes=True)
 
 
+@pytest.mark.jax
 def test_input_signature_of_mixed_arguments_and_results(x64):
     import jax
     import jax.numpy as jnp
@@ -258,6 +266,7 @@ def test_input_signature_of_mixed_arguments_and_results(x64):
         "c64[8,5], i32[], bool[8,5] -> f32[8,5], bool[8,5]"
 
 
+@pytest.mark.jax
 def test_input_signature_spells_tokens_as_jax_does():
     import jax
 
@@ -316,6 +325,7 @@ KIND_EXPECTED = {"zeros": "eager", "add": "eager", "sum": "eager", "rfft2": "eag
                  "user_jit": "jit", "library_jit": "jit", "lower_compile": "jit", "grad": "eager"}
 
 
+@pytest.mark.jax
 def test_function_kind_tells_eager_ops_from_the_programs_jitted_functions(tmp_path):
     (tmp_path / "kindlib.py").write_text(KIND_LIBRARY)
     (tmp_path / "program.py").write_text(KIND_PROGRAM)
@@ -334,6 +344,7 @@ def test_function_kind_tells_eager_ops_from_the_programs_jitted_functions(tmp_pa
     assert out["notes"] == []
 
 
+@pytest.mark.jax
 def test_input_signature_spells_prng_keys_from_the_compiles_own_avals(monkeypatch):
     """A key<fry>[] is lowered to its u32[2] data, so the module alone cannot say it is
     a key; the compile's avals (compile_avals(), read inside the wrapper) can."""

@@ -111,6 +111,7 @@ REFUSED = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("table", "column", "value", "words"), REFUSED, ids=[f"{c}={v}" for _, c, v, _ in REFUSED])
 def test_a_row_import_would_refuse_is_refused_in_one_line(any_db, node, tmp_path, table, column, value, words):
     row = _pinned_row(node) if table == "compile_records" else _sibling(node)
@@ -153,6 +154,7 @@ ADMITTED = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("column", "value"), ADMITTED,
                          ids=[f"{c}={v}" for c, v in (getattr(p, "values", p) for p in ADMITTED)])
 def test_what_merge_admits_every_command_reads(any_db, node, tmp_path, column, value):
@@ -244,6 +246,7 @@ def _all_valid(db) -> None:
     assert bad_pins == [(0,)]
 
 
+@pytest.mark.slow
 @given(where=st.sampled_from(COLUMNS), value=values)
 @settings(**SETTINGS, max_examples=EXAMPLES)
 def test_any_value_in_a_source_row_is_merged_valid_or_refused_in_one_line(any_db, node, tmp_path, where, value):
@@ -272,6 +275,7 @@ def test_any_value_in_a_source_row_is_merged_valid_or_refused_in_one_line(any_db
     src.unlink()
 
 
+@pytest.mark.slow
 @given(where=st.sampled_from([w for w in COLUMNS if w[0] == "compile_records"]), value=values)
 @settings(**SETTINGS, max_examples=8)
 def test_any_value_merge_admits_every_command_reads(any_db, node, tmp_path, where, value):
@@ -291,6 +295,7 @@ def test_any_value_merge_admits_every_command_reads(any_db, node, tmp_path, wher
 
 # -- a bad timestamp and went-cold -----------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_cold_row_with_a_bad_timestamp_is_refused_not_a_false_went_cold(db, tmp_path):
     """"Newest" is text order: a cold row stamped 'not a time' sorted after the cell's warm
     row from a real time, and `ledger check` said the cache went cold (exit 1) on a cell

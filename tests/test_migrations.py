@@ -104,6 +104,7 @@ def test_each_step_down_and_up(db, step):
     assert query(db, ALL_COLUMNS) == before
 
 
+@pytest.mark.slow
 def test_backfill_downgrade_keeps_measured_states(db):
     db_at(db, "head")
     con = sqlite3.connect(db)
@@ -189,6 +190,7 @@ def test_models_match_the_migrated_schema(db):
         assert {c["name"] for c in insp.get_columns(table.name)} == set(table.c.keys())
 
 
+@pytest.mark.slow
 def test_alembic_cli_and_ledger_share_the_resolver(tmp_path):
     env = {**os.environ, "LEDGER_DB": str(tmp_path / "via-env.db")}
     alembic = Path(sys.executable).with_name("alembic")
@@ -202,6 +204,7 @@ def test_alembic_cli_and_ledger_share_the_resolver(tmp_path):
     assert query(tmp_path / "ledger.db", "SELECT version_num FROM alembic_version") == [(HEAD,)]
 
 
+@pytest.mark.slow
 def test_alembic_cli_says_an_unopenable_database_in_one_line(tmp_path):
     alembic = Path(sys.executable).with_name("alembic")
     missing = tmp_path / "no" / "such" / "dir.db"
@@ -211,6 +214,7 @@ def test_alembic_cli_says_an_unopenable_database_in_one_line(tmp_path):
     assert result.stderr.strip().endswith(f"cannot open {missing}: unable to open database file")
 
 
+@pytest.mark.slow
 def test_a_stopped_server_is_one_line_and_never_shows_the_password(tmp_path):
     """No server listens on port 1: alembic and ledger each say so in one line."""
     env = dict(os.environ, LEDGER_DB="postgresql+psycopg://someone:s3cret@127.0.0.1:1/ledger")
@@ -412,6 +416,7 @@ def test_0012_downgrade_keeps_function_kind_pid_and_compile_index_aside_and_back
     assert "_ledger_stash_0012" not in _tables(db)
 
 
+@pytest.mark.slow
 def test_0012_stash_goes_with_base(db):
     _recorded_rows(db)
     migrate(db, "downgrade", "0010")

@@ -54,6 +54,7 @@ def test_missing_migrations_are_one_line(monkeypatch, tmp_path):
         migrate.migrations_dir()
 
 
+@pytest.mark.slow
 def test_the_wheel_carries_the_revisions_and_no_top_level_migrations(tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", str(REPO), "-w", str(tmp_path)],
                    check=True, capture_output=True)

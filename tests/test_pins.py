@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from ledger.record import COMPARABILITY_KEY
 
 from .conftest import CORPUS, CORPUS_STATES, PgDb, query, run_cli, write_json
@@ -120,6 +122,7 @@ def test_repin_narrowed_by_a_filter_moves_only_those_pins(db, tmp_path):
     assert query(db, "SELECT count(*) FROM pin_history WHERE action = 'repin'") == [(1,)]
 
 
+@pytest.mark.slow
 def test_check_writes_nothing_and_exits_1_when_pins_would_change(db, tmp_path):
     (first,) = add(db, tmp_path, rec())
     before = db.read_bytes()

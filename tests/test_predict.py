@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from .conftest import query, run_cli
 
 LEDGER = shutil.which("ledger", path=str(Path(sys.executable).parent)) or "ledger"
@@ -68,6 +70,7 @@ class Truth:
         return run.stdout.splitlines()[1]
 
 
+@pytest.mark.jax
 def test_fresh_dir_probe_warm_flags_emptied_and_another_dir(tmp_path, db):
     truth, cache = Truth(db), tmp_path / "jax-cache"
     assert truth.check(cache) == "jit: cold (cache dir empty); expected cold compile unknown (no cold row of this cell)"
@@ -103,6 +106,7 @@ build.model_type = "mylens"
 '''
 
 
+@pytest.mark.jax
 def test_a_user_objective_whose_source_changed_is_cold_naming_the_program(tmp_path, db):
     (tmp_path / "mylens.py").write_text(MODULE.format(op="sin"))
     truth, cache = Truth(db, "mylens:build", cwd=tmp_path), tmp_path / "jax-cache"
@@ -112,6 +116,7 @@ def test_a_user_objective_whose_source_changed_is_cold_naming_the_program(tmp_pa
     assert truth.check(cache).startswith("jit: cold (computation (program changed)); expected cold compile ")
 
 
+@pytest.mark.jax
 def test_json_lists_each_transform_and_a_present_entry_is_warm(tmp_path, db):
     cache = tmp_path / "jax-cache"
     truth = Truth(db, transform="jit,vag")
@@ -145,6 +150,7 @@ def test_usage_errors_exit_2_and_write_nothing(tmp_path, db):
     assert not db.exists()
 
 
+@pytest.mark.jax
 def test_a_jax_without_the_cache_read_is_one_line_naming_its_version(monkeypatch):
     import importlib
 
@@ -164,6 +170,7 @@ def test_a_jax_without_the_cache_read_is_one_line_naming_its_version(monkeypatch
         raise AssertionError("no Unpredictable")
 
 
+@pytest.mark.jax
 def test_the_key_is_had_without_compiling_and_the_ledgers_listeners_are_muted(tmp_path):
     import jax
 
@@ -189,6 +196,7 @@ def test_the_key_is_had_without_compiling_and_the_ledgers_listeners_are_muted(tm
     assert [p.name for p in tmp_path.iterdir() if not p.name.endswith("-atime")] == [ji.entry_name(key)]
 
 
+@pytest.mark.jax
 def test_a_cache_that_evicts_is_said_and_predict_still_writes_nothing(tmp_path, db):
     cache = tmp_path / "jax-cache"
     truth = Truth(db)

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from .conftest import run_cli
 
 CELL = "imaging / toy / synthetic"
 
 
+@pytest.mark.jax
 def test_predictions_are_stored_and_scored_on_both_backends(any_db, tmp_path):
     cache = tmp_path / "jax-cache"
     args = ["--objective", "toy", "--transforms", "jit", "--cache-dir", cache, "--db", any_db]

@@ -3,6 +3,8 @@ anything is submitted; real JAX keys, a real cache dir and ledger."""
 
 from __future__ import annotations
 
+import pytest
+
 from .conftest import query, run_cli
 
 SPEC = '''objectives = ["toy"]
@@ -13,6 +15,7 @@ instrument = ["hst", "euclid"]
 '''
 
 
+@pytest.mark.jax
 def test_plan_predict_names_the_cold_tasks_of_a_cache_dir_and_their_cost(tmp_path, db):
     cache = tmp_path / "jax-cache"
     probe = run_cli("probe", "--objective", "toy", "--transforms", "jit", "--instrument", "hst",
@@ -33,6 +36,7 @@ def test_plan_predict_names_the_cold_tasks_of_a_cache_dir_and_their_cost(tmp_pat
     assert query(db, "SELECT COUNT(*) FROM predictions") == [(0,)]  # a plan stores nothing
 
 
+@pytest.mark.jax
 def test_plan_predict_on_the_sweeps_own_dirs_is_all_cold_and_needs_no_ledger(tmp_path, db):
     spec = tmp_path / "grid.toml"
     spec.write_text(SPEC.format(cache="per-task"))

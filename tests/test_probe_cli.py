@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from ledger.storage.revisions import HEAD
 
 from .conftest import db_at, query, run_cli
@@ -24,6 +26,7 @@ def _rows(db, where="1=1"):
     return query(db, f"SELECT transform, cache_state, cache_state_source, status, phase, run_id FROM compile_records WHERE {where} ORDER BY id")
 
 
+@pytest.mark.jax
 def test_two_probe_processes_on_one_cache_dir_go_cold_then_warm(tmp_path, db):
     cache = tmp_path / "jax-cache"
     first = _probe("--transforms", "all", "--cache-dir", cache, "--tag", "first", "--db", db)
@@ -42,6 +45,7 @@ def test_two_probe_processes_on_one_cache_dir_go_cold_then_warm(tmp_path, db):
     assert n_keys == 1
 
 
+@pytest.mark.jax
 def test_no_cache_dir_gives_none_and_host_state(tmp_path, db):
     env = {k: v for k, v in os.environ.items() if not k.startswith("JAX_COMPILATION_CACHE")}
     r = _probe("--transforms", "jit", "--db", db, env=env)
@@ -52,6 +56,7 @@ def test_no_cache_dir_gives_none_and_host_state(tmp_path, db):
     assert cpus >= 1 and load >= 0 and len(fp) == 64
 
 
+@pytest.mark.jax
 def test_cold_warm_pair_from_one_command(tmp_path, db):
     r = _probe("--transforms", "jit,grad", "--cold-warm", "--cache-dir", tmp_path / "c", "--db", db)
     assert r.returncode == 0, r.stderr
@@ -61,6 +66,7 @@ def test_cold_warm_pair_from_one_command(tmp_path, db):
     assert len({run_id for *_, run_id in rows}) == 1
 
 
+@pytest.mark.jax
 def test_failing_transform_keeps_the_others_and_exits_nonzero(tmp_path, db):
     (tmp_path / "userobj.py").write_text(textwrap.dedent('''
         import numpy as np
@@ -90,6 +96,7 @@ def test_bad_objective_is_a_one_line_error_and_writes_nothing(db):
     assert not db.exists()  # checked before any database is made
 
 
+@pytest.mark.jax
 def test_failed_transform_row_is_unknown_never_read_from_its_tag(tmp_path, db):
     (tmp_path / "userobj2.py").write_text(textwrap.dedent('''
         import numpy as np
@@ -121,6 +128,7 @@ def test_objectives_lists_the_builtins():
         assert f"  {name} " in result.output
 
 
+@pytest.mark.jax
 def test_cell_options_go_on_every_row(db):
     r = _probe("-t", "jit,vag", "--dataset-class", "interferometer", "--instrument", "alma",
                "--model-type", "toy_v2", "--db", db)
@@ -146,6 +154,7 @@ MYLENS = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.jax
 def test_user_objective_from_the_working_directory(tmp_path, db):
     work = tmp_path / "work"
     work.mkdir()
@@ -173,6 +182,7 @@ WHERE k.cache_state = 'cold' AND k.id = (SELECT max(id) FROM compile_records WHE
 """
 
 
+@pytest.mark.jax
 def test_readme_why_cold_query_names_the_changed_xla_flags(tmp_path, db):
     cache = tmp_path / "c"
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
@@ -184,6 +194,7 @@ def test_readme_why_cold_query_names_the_changed_xla_flags(tmp_path, db):
     assert result.output == "transform,component\njit,XLA flags\n"
 
 
+@pytest.mark.jax
 def test_a_repeated_transforms_option_adds_each(db):
     # `-t jit -t grad` measured grad alone before: the last option won, silently
     r = run_cli("probe", "-t", "jit", "-t", "grad,vag", "--db", db)

@@ -39,6 +39,7 @@ def probe_process(transforms, cache_dir, run_id="r"):
     return {r["transform"]: r for r in recs}
 
 
+@pytest.mark.jax
 def test_two_processes_on_a_fresh_cache_dir_are_cold_then_warm(tmp_path):
     cache = tmp_path / "cache"
     first = probe_process(ALL, cache)
@@ -66,6 +67,7 @@ def test_two_processes_on_a_fresh_cache_dir_are_cold_then_warm(tmp_path):
     assert entries == {r["cache_key"] for r in first.values()}
 
 
+@pytest.mark.jax
 def test_no_cache_dir_is_none(tmp_path, monkeypatch):
     monkeypatch.delenv("JAX_COMPILATION_CACHE_DIR", raising=False)
     recs = probe_process(["jit", "vag"], None)
@@ -76,6 +78,7 @@ def test_no_cache_dir_is_none(tmp_path, monkeypatch):
         assert r["cache_files_before"] is None and r["cache_files_after"] is None
 
 
+@pytest.mark.jax
 def test_miss_under_min_compile_time_on_populated_cache_is_cold(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     probe_process(["jit", "vag"], cache)  # populate
@@ -91,6 +94,7 @@ def test_miss_under_min_compile_time_on_populated_cache_is_cold(tmp_path, monkey
     assert decide_cache_state(str(cache), 0, 0, 0, 2, 2) == ("warm", "measured_files")
 
 
+@pytest.mark.jax
 def test_one_invocation_cold_on_one_transform_and_warm_on_another(tmp_path):
     cache = tmp_path / "cache"
     probe_process(["jit"], cache)
@@ -99,6 +103,7 @@ def test_one_invocation_cold_on_one_transform_and_warm_on_another(tmp_path):
     assert recs["vag"]["cache_state"] == "cold"
 
 
+@pytest.mark.jax
 def test_changed_xla_flags_show_as_changed_component(tmp_path, monkeypatch):
     cache = tmp_path / "cache"
     monkeypatch.delenv("XLA_FLAGS", raising=False)

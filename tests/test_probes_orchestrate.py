@@ -67,6 +67,7 @@ def collect(spec, progress=None):
     return outcome, recs
 
 
+@pytest.mark.jax
 def test_in_process_record_shape_and_progress(tmp_path):
     progress = []
     spec = ProbeSpec.make(objective="toy", transforms=["jit", "pyloop_vag"], tag="t1",
@@ -94,6 +95,7 @@ def test_in_process_record_shape_and_progress(tmp_path):
     assert all(isinstance(e["elapsed_s"], float) for e in progress)
 
 
+@pytest.mark.jax
 def test_failing_transform_is_a_failed_record_and_the_others_run(user_objectives):
     spec = ProbeSpec.make(objective=f"{user_objectives}:while_loop", transforms=["jit", "grad", "vmap"])
     outcome, recs = collect(spec)
@@ -106,6 +108,7 @@ def test_failing_transform_is_a_failed_record_and_the_others_run(user_objectives
     assert bad["model_type"] == user_objectives  # the module's name, not the spec string
 
 
+@pytest.mark.jax
 def test_builder_that_returns_garbage_fails_every_transform(user_objectives):
     outcome, recs = collect(ProbeSpec.make(objective=f"{user_objectives}:not_a_builder_result",
                                       transforms=["jit", "vag"]))
@@ -113,6 +116,7 @@ def test_builder_that_returns_garbage_fails_every_transform(user_objectives):
     assert "TypeError" in recs[0]["error"]
 
 
+@pytest.mark.jax
 def test_isolate_runs_each_transform_in_its_own_process(tmp_path):
     progress = []
     outcome, recs = collect(ProbeSpec.make(objective="toy", transforms=["jit", "vag"], isolate=True,
@@ -124,6 +128,7 @@ def test_isolate_runs_each_transform_in_its_own_process(tmp_path):
     assert {e["transform"] for e in progress} == {"jit", "vag"}
 
 
+@pytest.mark.jax
 def test_cold_warm_pair_shares_run_id_in_a_fresh_dir(tmp_path):
     base = tmp_path / "caches"
     (base / "old").mkdir(parents=True)
@@ -140,6 +145,7 @@ def test_cold_warm_pair_shares_run_id_in_a_fresh_dir(tmp_path):
     assert len({json.loads(r["provenance"])["pid"] for r in recs}) == 2  # two processes
 
 
+@pytest.mark.jax
 def test_a_process_that_dies_mid_transform_keeps_the_other_rows(user_objectives):
     # No --cache-dir: cold_warm uses a temp dir of its own, removed afterwards.
     outcome, recs = collect(ProbeSpec.make(objective=f"{user_objectives}:dies_in_grad",

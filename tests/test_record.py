@@ -12,10 +12,11 @@ import sqlite3
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 
-from .conftest import query, run_cli
+from .conftest import jax_platform, query, run_cli
 from .test_record_truth import OUTPUT, lambda_named, oracle, program, program_stderr, recorded, summary
 
 PY = sys.executable
@@ -41,6 +42,7 @@ def test_a_program_that_never_imports_jax_gets_nothing(tmp_path):
     assert not (tmp_path / "ledger.db").exists()
 
 
+@pytest.mark.jax
 def test_exit_codes_and_signal_deaths_are_the_commands_own(tmp_path):
     die = program(tmp_path, "import os, signal, jax\njax.numpy.zeros(2)\nos.kill(os.getpid(), signal.SIGTERM)\n",
                   "die.py")
@@ -55,9 +57,10 @@ def test_exit_codes_and_signal_deaths_are_the_commands_own(tmp_path):
     assert query(tmp_path / "ledger.db", "SELECT count(*) FROM compile_records") == [(4,)]
 
 
+@pytest.mark.jax
 def test_sigkill_keeps_every_finished_compile(tmp_path):
     prog, db = program(tmp_path, WAITS, "waits.py"), tmp_path / "ledger.db"
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    env = {**os.environ, "JAX_PLATFORMS": jax_platform()}
     from .case_kinds import LEDGER
 
     proc = subprocess.Popen([str(LEDGER), "record", "--db", str(db), "--", PY, str(prog)], stdout=subprocess.PIPE,
@@ -78,6 +81,7 @@ def test_sigkill_keeps_every_finished_compile(tmp_path):
     assert len(functions) == n and [lambda_named(f) for f in functions].count("jit__lambda") == 3
 
 
+@pytest.mark.jax
 def test_the_programs_own_sitecustomize_still_runs(tmp_path):
     own = tmp_path / "own"
     own.mkdir()
@@ -88,6 +92,7 @@ def test_the_programs_own_sitecustomize_still_runs(tmp_path):
     assert query(tmp_path / "ledger.db", "SELECT count(*) > 0 FROM compile_records") == [(1,)]
 
 
+@pytest.mark.jax
 def test_a_ledger_that_cannot_be_reached_is_refused_before_the_program_runs(tmp_path):
     prog = program(tmp_path)
     out = recorded(tmp_path, "postgresql+psycopg://nobody@127.0.0.1:1/none", PY, prog)
@@ -96,12 +101,32 @@ def test_a_ledger_that_cannot_be_reached_is_refused_before_the_program_runs(tmp_
     assert out.stderr.startswith("error: cannot open postgresql+psycopg://nobody@127.0.0.1:1/none: ")
 
 
+def _release_after_goodbye(con, spool: str, limit: float = 120.0) -> None:
+    """COMMIT `con` 0.5 s after the first goodbye line appears in a spool file under
+    `spool` (or after `limit` seconds, so the test cannot hang)."""
+    import glob
+    import time
+
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if any('"_line":"bye"' in Path(path).read_text(encoding="utf-8", errors="replace")
+               for path in glob.glob(os.path.join(spool, "*", "*.jsonl"))):
+            time.sleep(0.5)
+            break
+        time.sleep(0.05)
+    con.execute("COMMIT")
+
+
+@pytest.mark.jax
 def test_a_briefly_locked_ledger_loses_no_row(tmp_path):
     db = tmp_path / "ledger.db"
     assert run_cli("db", "upgrade", "--db", db).exit_code == 0
     con = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
     con.execute("BEGIN EXCLUSIVE")  # no writer gets in until it is released
-    release = threading.Timer(8.0, lambda: con.execute("COMMIT"))
+    # released once the program has said goodbye (every compile spooled, the ingester
+    # waiting on the lock): by the program's progress, not a clock, so a fast or a
+    # loaded machine both see the lock outlast the program and end within the grace
+    release = threading.Thread(target=_release_after_goodbye, args=(con, f"{db}.spool"))
     release.start()
     try:
         out = recorded(tmp_path, db, PY, program(tmp_path), env={"LEDGER_BUSY_TIMEOUT": "0.5"})
@@ -123,8 +148,9 @@ def test_a_refused_ledger_is_refused_before_the_command_runs(tmp_path):
     assert (out.returncode, out.stdout, out.stderr) == (127, "", "ledger record: no-such-command-here: command not found\n")
 
 
+@pytest.mark.jax
 def test_recording_in_process(tmp_path, monkeypatch):
-    monkeypatch.setenv("JAX_PLATFORMS", "cpu")
+    monkeypatch.setenv("JAX_PLATFORMS", jax_platform())
     import jax
     import jax.numpy as jnp
 
@@ -140,6 +166,7 @@ def test_recording_in_process(tmp_path, monkeypatch):
         ("jit__lambda", "f32[7] -> f32[7]", "notebook", "nb", rec.config.run_id, "recorded")]
 
 
+@pytest.mark.jax
 def test_recorded_rows_flow_through_pins_check_explain_and_report(tmp_path):
     prog, db = program(tmp_path), tmp_path / "ledger.db"
     for tag in ("cold", "warm"):
@@ -183,7 +210,7 @@ def test_recorded_under_slurm(tmp_path):
 
     prog, db = program(tmp_path), tmp_path / "ledger.db"
     partition = os.environ.get("LEDGER_TEST_SLURM_PARTITION", "debug")
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "cache")}
+    env = {**os.environ, "JAX_PLATFORMS": jax_platform(), "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "cache")}
     out = subprocess.run([srun, "-p", partition, "-N1", "-n1", str(LEDGER), "record", "--db", str(db), "--",
                           PY, str(prog)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
                          check=False)
@@ -213,6 +240,7 @@ if __name__ == "__main__":
 '''
 
 
+@pytest.mark.jax
 def test_spawned_children_are_recorded_into_the_same_run(tmp_path):
     db = tmp_path / "ledger.db"
     out = recorded(tmp_path, db, PY, program(tmp_path, SPAWNS, "spawns.py"))
@@ -251,7 +279,7 @@ def test_0011_round_trip_keeps_probe_pins_and_drops_recorded_ones(tmp_path):
 
 
 def test_recording_in_process_refuses_a_bad_tag_before_the_block(tmp_path, monkeypatch):
-    monkeypatch.setenv("JAX_PLATFORMS", "cpu")
+    monkeypatch.setenv("JAX_PLATFORMS", jax_platform())
     import ledger
     from ledger.errors import LedgerError
 

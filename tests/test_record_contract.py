@@ -50,6 +50,7 @@ def test_export_writes_every_contract_field_and_reimports_without_provenance(db,
     assert query(again, "SELECT count(*) FROM compile_records WHERE provenance IS NOT NULL") == [(0,)]
 
 
+@pytest.mark.jax
 def test_a_real_probe_record_lands_field_for_field(db):
     """In process and through a child process (--isolate): the record the probe hands
     over has exactly the contract's fields, and each lands in its own column."""

@@ -35,6 +35,7 @@ FIRST_IMPORTS = {
 }
 
 
+@pytest.mark.jax
 @pytest.mark.parametrize("how", list(FIRST_IMPORTS))
 def test_recorded_however_jax_is_first_imported(tmp_path, how):
     (tmp_path / "lenslib.py").write_text("import importlib.util\nimportlib.util.find_spec('jax')\nimport jax\n")
@@ -46,6 +47,7 @@ def test_recorded_however_jax_is_first_imported(tmp_path, how):
     assert query(tmp_path / "ledger.db", "SELECT count(*) FROM compile_records") == [(n,)]
 
 
+@pytest.mark.jax
 def test_a_process_that_compiled_unrecorded_says_so(tmp_path):
     # whatever the cause (here the program takes the recorder's hook away before it
     # imports jax), a run that compiled and recorded nothing ends with a line saying why
@@ -58,6 +60,7 @@ def test_a_process_that_compiled_unrecorded_says_so(tmp_path):
     assert not (tmp_path / "ledger.db").exists()
 
 
+@pytest.mark.jax
 def test_a_program_without_a_compile_is_silent(tmp_path):
     out = recorded(tmp_path, tmp_path / "ledger.db", PY, "-c", "import jax; print(jax.__name__)")
     assert (out.returncode, out.stdout, out.stderr) == (0, "jax\n", "")
@@ -125,6 +128,7 @@ def test_commands_that_cannot_run_end_as_a_shell_ends_them(tmp_path):
     assert out.stdout == "" and _bash(tmp_path, str(no_shebang), "x").stdout == "from sh x\n"
 
 
+@pytest.mark.jax
 def test_an_argv_the_program_takes_is_taken(tmp_path):
     args = [f"a{i:06d}" + "x" * 60 for i in range(2200)]  # about 150 kB of arguments
     body = "import sys, jax\njax.numpy.ones(2)\nprint(len(sys.argv) - 1, len(' '.join(sys.argv[1:])))\n"
@@ -135,6 +139,7 @@ def test_an_argv_the_program_takes_is_taken(tmp_path):
     assert command.endswith(" characters)") and len(command) < 2100  # kept on each row, capped
 
 
+@pytest.mark.jax
 def test_not_one_byte_added_to_a_program_that_logs_at_info(tmp_path):
     body = ("import logging, sys\nlogging.basicConfig(level=logging.INFO, stream=sys.stdout)\n"
             "import jax\njax.jit(lambda v: v - 1)(2.0)\nlogging.info('fit done')\n")
@@ -189,6 +194,7 @@ def test_the_plain_command_line_is_read_as_typer_reads_it():
         assert parse(typers_to_read) is None
 
 
+@pytest.mark.jax
 def test_what_typer_reads_it_says_as_for_every_command(tmp_path):
     out = recorded(tmp_path, tmp_path / "ledger.db", record_args=("--tag", "x" * 201))  # no command
     assert out.returncode == 1 and out.stdout == ""

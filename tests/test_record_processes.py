@@ -20,8 +20,10 @@ import time
 import pytest
 
 from .case_kinds import LEDGER
-from .conftest import query, run_cli
+from .conftest import jax_platform, query, run_cli
 from .test_record_truth import program, program_stderr
+
+pytestmark = pytest.mark.jax  # every case runs a recorded program that compiles
 
 PY = sys.executable
 
@@ -105,7 +107,7 @@ def run_case(tmp_path, case: str, recorded: bool, db) -> tuple[int, list[str], s
     command = [PY, str(prog), case, str(seen), str(db)]
     if recorded:
         command = [str(LEDGER), "record", "--db", str(db), "--", *command]
-    env = {**os.environ, "JAX_PLATFORMS": "cpu", "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "cache")}
+    env = {**os.environ, "JAX_PLATFORMS": jax_platform(), "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "cache")}
     proc = subprocess.Popen([*DEFAULT_SIGINT, *command], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env, cwd=tmp_path)
     try:

@@ -14,8 +14,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from .case_kinds import LEDGER
-from .conftest import query
+from .conftest import jax_platform, query
+
+pytestmark = pytest.mark.jax  # every case runs a recorded program that compiles
 
 # Several functions, one at two shapes, a grad, compiles JAX makes itself (array
 # creation outside jit), and one compile the program keeps out of the cache (its
@@ -71,7 +75,7 @@ def program(tmp_path: Path, text: str = PROGRAM, name: str = "prog.py") -> Path:
 
 def recorded(tmp_path: Path, db, *command, env=None, record_args=(), **kw) -> subprocess.CompletedProcess:
     """`ledger record --db DB -- COMMAND` as a user runs it, JAX on CPU, a cache dir set."""
-    environ = {**os.environ, "JAX_PLATFORMS": "cpu", "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "cache"),
+    environ = {**os.environ, "JAX_PLATFORMS": jax_platform(), "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "cache"),
                **(env or {})}
     at = ["--db", str(db)] if db is not None else []  # None: the ledger from LEDGER_DB
     return subprocess.run([str(LEDGER), "record", *at, *record_args, "--", *map(str, command)],

@@ -295,6 +295,7 @@ def test_update_refuses_a_read_only_file_even_as_root(db, tmp_path):
     assert (same.exit_code, same.output) == (0, f"{readme}: report block already up to date\n")
 
 
+@pytest.mark.slow
 @pytest.mark.unprivileged
 def test_update_refuses_a_file_the_user_may_not_write(tmp_path):
     """Mode 0464 has a write bit, but not for the file's owner, whom the owner bits
@@ -355,6 +356,7 @@ def _bounded(*args: str) -> subprocess.CompletedProcess:
                           check=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["fifo", "/dev/zero"])
 def test_update_of_an_endless_file_answers_at_once(db, tmp_path, kind):
     """Opening a FIFO blocks until a writer comes, and /dev/zero never ends (it was

@@ -54,6 +54,7 @@ def png_size(data: bytes) -> tuple[int, int]:
     return struct.unpack(">II", data[16:24])
 
 
+@pytest.mark.slow
 def test_page_is_self_contained_with_matplotlib_pngs(page):
     text = page.read_text()
     assert not re.search(r"(src|href)=\"(?!data:)", text) and "<link" not in text and "<script" not in text
@@ -68,6 +69,7 @@ def test_page_is_self_contained_with_matplotlib_pngs(page):
     assert not list(page.parent.glob(".report.html.*"))  # the temp file was renamed, not left
 
 
+@pytest.mark.slow
 def test_html_to_a_missing_folder_is_one_line_error(db, tmp_path):
     assert run_cli("import", CORPUS, "--db", db).exit_code == 0
     r = run_cli("report", "--db", db, "--html", tmp_path / "no" / "report.html")

@@ -107,6 +107,7 @@ def test_a_bad_spec_is_one_line_and_makes_nothing(tmp_path, text, message):
     assert not (tmp_path / "sweeps").exists() and not (tmp_path / "ledger.db").exists()
 
 
+@pytest.mark.jax
 def test_a_sweep_run_here_lands_every_row_and_status_says_complete(tmp_path, any_db):
     db = any_db
     result = run_cli("sweep", "run", _spec(tmp_path), "-j", "2", "--db", db)
@@ -128,6 +129,7 @@ def test_a_sweep_run_here_lands_every_row_and_status_says_complete(tmp_path, any
     assert "next:" not in status.output  # the rows are in the ledger already
 
 
+@pytest.mark.jax
 def test_a_failing_cell_is_reported_and_resume_reruns_only_it_here(tmp_path, db, monkeypatch):
     (tmp_path / "flaky.py").write_text(FLAKY)
     spec = _spec(tmp_path, GRID.replace('["toy"]', '["flaky:build"]'))
@@ -234,6 +236,7 @@ def test_the_script_of_every_option_is_its_lines_exactly(tmp_path):
 HOSTILE = ["evil\ntouch PWNED\n#", "it's", 'a"b', "a b", "a\\b", "a\rb", "a#b", "$(touch PWNED)", "x" * 100_000]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("option", ["--partition", "--time", "--mem", "--gpus", "--account", "--qos", "--constraint",
                                     "--sbatch-arg"])
 def test_a_hostile_option_value_is_refused_in_one_line(tmp_path, option):
@@ -545,6 +548,7 @@ def _per_task_sweep(tmp_path):
     return sweep
 
 
+@pytest.mark.slow
 def test_status_waits_for_a_task_writing_its_file(tmp_path):
     """The read waits the busy timeout, as every ledger read does, not sqlite3's 5 s:
     a task's write that holds its file longer leaves the task done, not missing."""

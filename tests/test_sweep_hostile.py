@@ -110,6 +110,7 @@ def test_a_huge_sweep_is_refused_at_once_without_making_its_tasks(tmp_path, text
     assert seconds < 10 and rss_mb < 200, (seconds, rss_mb)
 
 
+@pytest.mark.slow
 def test_the_cap_is_the_option_else_the_environment_else_10000(tmp_path, monkeypatch):
     three = _spec(tmp_path, "repeats = 3\n")  # 3 tasks
     over = "the sweep has 3 tasks (1 objective(s) x 1 grid cell(s) x 3 repeat(s)), over the cap of 2: " \
@@ -170,6 +171,7 @@ def test_a_number_or_list_out_of_range_is_one_line(tmp_path, text, message):
     assert not (tmp_path / "sweeps").exists() and not (tmp_path / "ledger.db").exists()
 
 
+@pytest.mark.slow
 def test_a_long_value_is_cut_short_in_the_plan(tmp_path):
     """10^4 tasks of a 200-character value (the most a cell value may be) printed whole
     would be 2 MB of that one value; each is cut to 60."""
@@ -230,6 +232,7 @@ def _not_regular(tmp_path: Path) -> dict[str, tuple[Path, str]]:
             "fifo-link": (tmp_path / "fifo_link", "is a FIFO")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["dev-zero", "fifo", "dir", "big", "fifo-link"])
 def test_a_spec_that_is_not_a_regular_file_of_sane_size_is_one_line_and_never_blocks(tmp_path, case):
     """Issue 13: `sweep plan /dev/zero` grew to gigabytes and a FIFO blocked. Asked
@@ -244,6 +247,7 @@ def test_a_spec_that_is_not_a_regular_file_of_sane_size_is_one_line_and_never_bl
     assert not (tmp_path / "sweeps").exists() and not (tmp_path / "ledger.db").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["dev-zero", "fifo", "dir", "big", "fifo-link"])
 def test_a_sweep_file_that_is_not_a_regular_file_of_sane_size_is_one_line_and_never_blocks(tmp_path, case):
     sweep = _made_sweep(tmp_path)
@@ -386,6 +390,7 @@ def _toml_value(value) -> str:
     return str(value)
 
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(text=spec_texts())
@@ -472,6 +477,7 @@ def local_sweep(tmp_path_factory) -> Path:
     return next((home / "sweeps").iterdir())
 
 
+@pytest.mark.jax
 @settings(max_examples=150, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
@@ -498,6 +504,7 @@ def test_any_sweep_file_gives_a_status_or_one_line(local_sweep, data):
     assert result.stdout.startswith("sweep ") and " tasks, " in result.stdout.splitlines()[0]
 
 
+@pytest.mark.jax
 def test_the_sweep_file_property_starts_from_a_sweep_that_opens(local_sweep):
     """The property above mutates a sweep whose status is complete: a refusal there is
     the mutation's, not a broken starting point."""

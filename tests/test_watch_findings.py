@@ -40,6 +40,7 @@ def probe(db, tag, cache_dir=None, transforms=("jit",), env=None):
     return [r[0] for r in query(db, f"SELECT id FROM compile_records WHERE tag = '{tag}' ORDER BY id")]
 
 
+@pytest.mark.jax
 def test_a_pinned_warm_cell_probed_without_a_cache_dir_is_cache_off(any_db, tmp_path):
     cache = tmp_path / "cache"
     (cold,) = probe(any_db, "a", cache)
@@ -69,6 +70,7 @@ def test_a_pinned_warm_cell_probed_without_a_cache_dir_is_cache_off(any_db, tmp_
     assert significant(w) != f"{w:.2f}"  # a warm toy compile is milliseconds: 0.00 said nothing
 
 
+@pytest.mark.jax
 def test_three_cold_probes_on_three_fresh_dirs_fail_naming_the_dirs(any_db, tmp_path):
     dirs = [tmp_path / f"job{i}" for i in range(3)]  # a cache under each job's own $TMPDIR
     ids = [probe(any_db, f"job{i}", d)[0] for i, d in enumerate(dirs)]
@@ -83,6 +85,7 @@ def test_three_cold_probes_on_three_fresh_dirs_fail_naming_the_dirs(any_db, tmp_
     assert ledger("explain", ids[2], "--db", any_db).stdout.splitlines()[-1] == "this fails the check"
 
 
+@pytest.mark.jax
 def test_entries_never_written_by_design_are_reported_and_do_not_fail(any_db, tmp_path):
     env = {**ENV, "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "60"}  # nothing this small is ever written
     ids = [probe(any_db, t, tmp_path / "cache", env=env)[0] for t in ("a", "b")]
@@ -99,6 +102,7 @@ def test_entries_never_written_by_design_are_reported_and_do_not_fail(any_db, tm
     assert query(any_db, "SELECT exit_code FROM check_runs") == [(0,)]
 
 
+@pytest.mark.jax
 def test_a_dir_that_lost_its_entries_fails(any_db, tmp_path):
     cache = tmp_path / "cache"
     first = probe(any_db, "a", cache)[0]
@@ -144,6 +148,7 @@ def imported(db, tmp_path, name, rows) -> list[int]:
     return [r[0] for r in query(db, f"SELECT id FROM compile_records WHERE id > {before} ORDER BY id")]
 
 
+@pytest.mark.jax
 def test_a_jax_bump_is_reported_and_does_not_fail(any_db, tmp_path, real_rows):
     ledger("db", "upgrade", "--db", any_db)
     imported(any_db, tmp_path, "real", [{**r, "mixed_precision": bool(r["mixed_precision"])} for r in real_rows])
@@ -185,6 +190,7 @@ def _shapes(db, tmp_path):
                rec(transform="vmap_vag", n_batch=8, batch_size=2, compile_s=5.0, timestamp="2026-07-01T11:00:00"))
 
 
+@pytest.mark.slow
 def test_each_batch_shape_is_its_own_key_in_pins_check_and_report(db, tmp_path):
     from .test_pins import add, rec
 
@@ -207,6 +213,7 @@ def test_each_batch_shape_is_its_own_key_in_pins_check_and_report(db, tmp_path):
     assert "| imaging / mge / hst (n_batch 8, batch_size 2) | vmap_vag | 5.00 | - | - | 5.00 | - |" in report
 
 
+@pytest.mark.slow
 def test_0008_splits_existing_pins_by_their_source_rows_shape(db, tmp_path):
     from .conftest import migrate
 
@@ -227,6 +234,7 @@ def test_0008_splits_existing_pins_by_their_source_rows_shape(db, tmp_path):
     assert query(db, "SELECT row_id FROM pins ORDER BY id") == [(four,), (eight,)]
 
 
+@pytest.mark.slow
 def test_0008_removes_a_pin_whose_source_row_is_gone_and_says_so(db, tmp_path):
     from .conftest import migrate
 

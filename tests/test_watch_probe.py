@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from .conftest import query
 
 LEDGER = shutil.which("ledger", path=str(Path(sys.executable).parent)) or "ledger"
@@ -21,6 +23,7 @@ def _ledger(*args, env):
     return subprocess.run([LEDGER, *map(str, args)], capture_output=True, text=True, env=env, check=False)
 
 
+@pytest.mark.jax
 def test_changed_xla_flags_send_the_cell_cold_and_check_names_them(tmp_path, db):
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
     probe = ("probe", "--objective", "toy", "--transforms", "jit", "--cache-dir", tmp_path / "jax-cache", "--db", db)
