@@ -334,3 +334,27 @@ def test_cache_off_respects_since_and_json_says_what_fails(db, tmp_path):
     later = run_cli("check", "--since", "2026-07-03", "--db", db)  # the cache went off before that
     assert (later.exit_code, later.output.splitlines()[-1]) == (
         0, "check run 2 (tolerance 1.5x): 0 ok, 0 regression, 0 inconclusive, 0 went-cold, 1 cache-not-reused")
+
+
+def test_a_new_finding_kind_is_one_kind_and_one_pass(db, tmp_path, monkeypatch):
+    """docs/layout.md's recipe for a new finding kind, followed: its Kind in
+    ledger/watch/kinds.py and its pass in findings.PASSES. check counts and lists it,
+    fails on it, gives it in --json, and the report ranks it by its severity."""
+    from ledger.watch import cells, findings, kinds
+    from ledger.watch.causes import fetch_rows
+
+    def throwaway_pass(conn, groups):
+        newest = [cells.row_id(g.newest) for g in groups]
+        return [findings.Finding("throwaway", row["id"], f"tag {row['tag']}", True)
+                for row in fetch_rows(conn, newest).values() if row["tag"] == "mark-me"]
+
+    line = kinds.Kind("throwaway", 9, True, True, False, lambda f, head: f"{head}: row {f['row_id']}: {f['cause']}")
+    monkeypatch.setitem(kinds.KINDS, "throwaway", line)
+    monkeypatch.setattr(findings, "PASSES", [*findings.PASSES, throwaway_pass])
+    (row,) = add(db, tmp_path, rec(cache_state="cold", tag="mark-me", cache_dir="/c"))
+    result = run_cli("check", "--db", db)
+    assert (result.exit_code, result.output) == (1, (
+        f"throwaway     {KEY}: row {row}: tag mark-me\n"
+        "check run 1 (tolerance 1.5x): 0 ok, 0 regression, 0 inconclusive, 0 went-cold, 1 throwaway\n"))
+    assert json.loads(run_cli("check", "--json", "--db", db).output)["counts"]["throwaway"] == 1
+    assert "| - | throwaway | mark-me |" in run_cli("report", "--db", db).output  # the key's verdict

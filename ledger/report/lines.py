@@ -22,8 +22,7 @@ import sqlalchemy as sa
 from ledger.filters import filter_sql
 from ledger.record import CELL_FIELDS, COLD, HOST_KEY_FIELDS, SHAPE_FIELDS, STATELESS_KEY, WARM
 from ledger.rows import key_values, newest_first, ok_sql, oldest_first
-from ledger.watch.check import FAILING, INCONCLUSIVE, REGRESSION
-from ledger.watch.findings import CACHE_NOT_REUSED, CACHE_OFF, JAX_CHANGED, WENT_COLD
+from ledger.watch import kinds
 from ledger.watch.keys import LOADED_SQL
 
 # The host part of the key a table stands for; cache_state is not in it because a
@@ -32,11 +31,8 @@ HOST = tuple(f for f in HOST_KEY_FIELDS if f != "cache_state")
 GROUP = STATELESS_KEY  # HOST, then the cell
 assert GROUP == (*HOST, *CELL_FIELDS)
 # Within one check run a cell may get several verdicts: the worst one speaks for it
-# (a cache that stopped applying before a slow warm compile, a note before an ok).
-SEVERITY = (f"CASE v.verdict WHEN '{CACHE_OFF}' THEN 6 WHEN '{WENT_COLD}' THEN 5 WHEN '{CACHE_NOT_REUSED}' THEN 4"
-            f" WHEN '{REGRESSION}' THEN 3 WHEN '{INCONCLUSIVE}' THEN 2 WHEN '{JAX_CHANGED}' THEN 2 ELSE 1 END")
-# What the charts mark on a row: the failing verdicts and a cache never reused.
-MARKED = (*FAILING, CACHE_NOT_REUSED)
+# (a cache that stopped applying before a slow warm compile, a note before an ok), by
+# each kind's severity (ledger/watch/kinds.py); the charts mark the kinds marked there.
 # Newest first by partition of GROUP and cache_state; a NULL timestamp is the oldest.
 _NEWEST = ", ".join((*GROUP, "cache_state"))
 _RANKED = f"ROW_NUMBER() OVER (PARTITION BY {_NEWEST} ORDER BY {newest_first()}) AS rn"
@@ -92,7 +88,7 @@ def _verdicts_sql(where: str) -> str:
     return (
         f"SELECT {', '.join(GROUP)}, verdict FROM ("
         f" SELECT {cols}, v.verdict, ROW_NUMBER() OVER (PARTITION BY {cols}"
-        f"  ORDER BY v.check_run_id DESC, {SEVERITY} DESC, v.id DESC) AS rn"
+        f"  ORDER BY v.check_run_id DESC, {kinds.severity_sql()} DESC, v.id DESC) AS rn"
         f" FROM verdicts v JOIN compile_records r ON r.id = v.row_id WHERE 1 = 1{where}"
         ") newest WHERE rn = 1"
     )
@@ -157,7 +153,7 @@ def series(conn, filters: dict | None = None, per_key: int = 200) -> dict[tuple,
     key (host + cell), each with the verdict a check marked it with (regression or
     went-cold), if any. A chart of a million points says no more than 200 per key."""
     where, params = filter_sql(filters, "r")
-    marks = ", ".join(f"'{v}'" for v in MARKED)
+    marks = ", ".join(f"'{v}'" for v in kinds.marked())
     sql = (
         f"SELECT {', '.join(GROUP)}, cache_state, id, compile_s, timestamp, mark FROM ("
         f" SELECT {_NEWEST}, id, compile_s, timestamp, m.mark, {_RANKED}"

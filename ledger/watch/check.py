@@ -18,31 +18,17 @@ import sqlalchemy as sa
 
 from ledger.filters import filter_sql, refuse_unmatched
 from ledger.record import CACHE_CELL
-from ledger.rows import after_sql, describe_key, key_values, pinnable_sql, time_sql, utc_now
+from ledger.rows import after_sql, key_values, pinnable_sql, time_sql, utc_now
 from ledger.storage.models import check_runs, pins, verdicts
 from ledger.watch import cells
 from ledger.watch.causes import fetch_rows
-from ledger.watch.findings import (
-    CACHE_NOT_REUSED,
-    CACHE_OFF,
-    JAX_CHANGED,
-    WENT_COLD,
-    Finding,
-    cache_findings,
-    link_pin,
-)
-from ledger.watch.history import HISTORY, TOLERANCE_RULE, rule_text
+from ledger.watch.findings import Finding, cache_findings, link_pin
+from ledger.watch.history import HISTORY, TOLERANCE_RULE
 from ledger.watch.keys import key_join_sql, loaded_cause_sql, loaded_sql
+from ledger.watch.kinds import INCONCLUSIVE, JAX_CHANGED, KINDS, OK, REGRESSION, finding_line, order_sql
 
 TOLERANCE = 1.5
 MIN_DIFF = 0.05  # seconds: below this a slower compile is never a regression, whatever its ratio
-OK, REGRESSION, INCONCLUSIVE = "ok", "regression", "inconclusive"
-VERDICTS = (OK, REGRESSION, INCONCLUSIVE, WENT_COLD, CACHE_OFF, CACHE_NOT_REUSED, JAX_CHANGED)
-# The verdicts that always fail the check; a cache-not-reused fails by its cause
-# (findings.not_reused_cause), and jax-changed never does.
-FAILING = (REGRESSION, WENT_COLD, CACHE_OFF)
-# Shown in the summary always (the original four), the others only when found.
-_ALWAYS_COUNTED = (OK, REGRESSION, INCONCLUSIVE, WENT_COLD)
 
 
 def _judge_sql(dialect: str, where: str) -> str:
@@ -116,18 +102,17 @@ class CheckResult:
     min_diff: float = MIN_DIFF
 
     def summary(self) -> str:
-        shown = [v for v in VERDICTS if v in _ALWAYS_COUNTED or self.counts.get(v)]
+        shown = [k.name for k in KINDS.values() if k.always_counted or self.counts.get(k.name)]
         counts = ", ".join(f"{self.counts.get(v, 0)} {v}" for v in shown)
         return f"check run {self.run_id} (tolerance {self.tolerance:g}x): {counts}"
 
     def as_json(self) -> str:
         return json.dumps({"check_run_id": self.run_id, "tolerance": self.tolerance, "min_diff_s": self.min_diff,
                            "exit_code": self.exit_code,
-                           "counts": {v: self.counts.get(v, 0) for v in VERDICTS}, "findings": self.findings},
+                           "counts": {v: self.counts.get(v, 0) for v in KINDS}, "findings": self.findings},
                           indent=1, default=str) + "\n"
 
 
-_ORDER = "CASE v.verdict " + " ".join(f"WHEN '{v}' THEN {i}" for i, v in enumerate(VERDICTS)) + " END"
 _FINDING_COLUMNS = ("verdict", "row_id", "compile_s", "pin_id", "pin_compile_s", "ratio", "tolerance", "cause",
                     "rule", "threshold_s")
 _PIN_HISTORY = ("history_n", "history_median_s", "history_mad_s")
@@ -142,12 +127,12 @@ def _findings(conn, run_id: int, cache: list[Finding]) -> list[dict]:
     cols += "".join(f", p.{c}" for c in _PIN_HISTORY)
     sql = (f"SELECT {cols}, {key} FROM verdicts v JOIN compile_records r ON r.id = v.row_id"
            " LEFT JOIN pins p ON p.id = v.pin_id"
-           f" WHERE v.check_run_id = :run AND v.verdict <> '{OK}' ORDER BY {_ORDER}, v.id")
+           f" WHERE v.check_run_id = :run AND v.verdict <> '{OK}' ORDER BY {order_sql()}, v.id")
     found = [dict(r) for r in conn.execute(sa.text(sql), {"run": run_id}).mappings()]
     for f in found:
         f["mixed_precision"] = key_values(f, ["mixed_precision"])[0]
         mine = known.get((f["verdict"], f["row_id"]))
-        f["fails"] = mine.fails if mine else f["verdict"] in FAILING
+        f["fails"] = mine.fails if mine else KINDS[f["verdict"]].fails
         f.update(mine.extra if mine else {})
     return found
 
@@ -226,23 +211,3 @@ def finding_lines(findings: list[dict]) -> list[str]:
         out.append(f"{JAX_CHANGED:<13} jax {old} → {new} on {host}: {cells} (rows {', '.join(map(str, ids))});"
                    " expected after a bump, does not fail")
     return out
-
-
-def finding_line(f: dict) -> str:
-    """One line per finding, for people; --json gives CI the same fields."""
-    head = f"{f['verdict']:<13} {describe_key(f)}"
-    against = (f" = {f['ratio']:.3g}x pin {f['pin_compile_s']:.3g}s (pin {f['pin_id']})"
-               if f["ratio"] is not None else "")
-    if f["verdict"] == WENT_COLD:
-        return f"{head}, cache dir {f['cache_dir']}: row {f['row_id']} is cold: {f['cause']}"
-    if f["verdict"] == CACHE_OFF:
-        return f"{head}: row {f['row_id']} compiled with no cache dir, {f['compile_s']:.3g}s{against}: {f['cause']}"
-    if f["verdict"] in (CACHE_NOT_REUSED, JAX_CHANGED):
-        return f"{head}: row {f['row_id']}: {f['cause']}" + ("" if f["fails"] else " [does not fail]")
-    versus = f"row {f['row_id']} compile_s {f['compile_s']:.4g}s vs pin {f['pin_compile_s']:.4g}s (pin {f['pin_id']})"
-    ratio = f"{f['ratio']:.2f}x" if f["ratio"] is not None else "n/a"
-    if f["verdict"] == REGRESSION and f.get("rule") == HISTORY:
-        return f"{head}: row {f['row_id']} compile_s {f['compile_s']:.4g}s > {rule_text(f)} (pin {f['pin_id']})"
-    if f["verdict"] == REGRESSION:
-        return f"{head}: {versus} = {ratio} > {f['tolerance']:g}x"
-    return f"{head}: {versus} = {ratio}, not judged: {f['cause']}"

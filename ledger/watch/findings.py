@@ -43,8 +43,8 @@ from ledger.watch.causes import (
 from ledger.watch.cells import Group
 from ledger.watch.cells import row_id as _id
 from ledger.watch.keys import pin_key, same_as_sql, same_sql
+from ledger.watch.kinds import CACHE_NOT_REUSED, CACHE_OFF, JAX_CHANGED, WENT_COLD
 
-WENT_COLD, CACHE_OFF, CACHE_NOT_REUSED, JAX_CHANGED = "went-cold", "cache-off", "cache-not-reused", "jax-changed"
 LINEAGE = tuple(f for f in STATELESS_KEY if f != "jax_version")
 
 
@@ -72,9 +72,8 @@ def cache_findings(conn, summaries: dict[str, tuple], filters: dict | None, sinc
     """Every finding of the cache passes, oldest row first."""
     found: list[Finding] = []
     for groups in by_lineage(summaries, filters).values():
-        found += _went_cold(conn, groups)
-        found += _cache_off(conn, groups)
-        found += _by_jax(conn, groups)
+        for cache_pass in PASSES:
+            found += cache_pass(conn, groups)
     if since is not None:
         times = {r["id"]: r["timestamp"] or "" for r in fetch_rows(conn, [f.row_id for f in found]).values()}
         found = [f for f in found if times[f.row_id] >= since]
@@ -209,6 +208,13 @@ def link_pin(pinned: dict, rows: dict, f: Finding) -> dict:
     """The pin of the warm key a finding is read against, if any: what it costs now."""
     warm = rows.get(f.versus_id)
     return pinned.get(pin_key(warm)) if warm else None
+
+
+# The cache passes, each over one lineage's groups (a cell across its jax versions and
+# cache dirs), in this order. A new cache finding kind is its Kind in kinds.py and its
+# pass here. _by_jax finds three kinds: cache-not-reused, jax-changed, and the went-cold
+# of a cell still cold on its second run under a new jax.
+PASSES = [_went_cold, _cache_off, _by_jax]
 
 
 # -- `ledger explain ROW`: the same causes for one row -----------------------------------
