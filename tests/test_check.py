@@ -358,3 +358,21 @@ def test_a_new_finding_kind_is_one_kind_and_one_pass(db, tmp_path, monkeypatch):
         "check run 1 (tolerance 1.5x): 0 ok, 0 regression, 0 inconclusive, 0 went-cold, 1 throwaway\n"))
     assert json.loads(run_cli("check", "--json", "--db", db).output)["counts"]["throwaway"] == 1
     assert "| - | throwaway | mark-me |" in run_cli("report", "--db", db).output  # the key's verdict
+
+
+def test_the_compiles_of_one_run_are_one_run_for_check_and_explain(db, tmp_path):
+    """check counted compiles as runs: a run that compiled a cell twice read "2 cold runs"
+    and was a cache-not-reused. A run is its run id (and phase); check and explain agree."""
+    cold = {"transform": "grad", "cache_state": "cold", "compile_s": 2.0, "cache_dir": "/c"}
+    _, second = add(db, tmp_path, rec(**cold, run_id="run-a", timestamp="2026-07-03T10:00:00"),
+                    rec(**cold, run_id="run-a", timestamp="2026-07-03T10:00:01"))
+    one = run_cli("check", "--db", db)
+    assert (one.exit_code, one.output) == (0, "check run 1 (tolerance 1.5x): 0 ok, 0 regression, 0 inconclusive,"
+                                              " 0 went-cold\n")
+    assert "cache-not-reused" not in run_cli("explain", str(second), "--db", db).output
+    (later,) = add(db, tmp_path, rec(**cold, run_id="run-b", timestamp="2026-07-04T10:00:00"))
+    said = "2 cold runs in /c, never warm: cause unknown (the rows show no missing entry)"
+    two = run_cli("check", "--db", db)
+    assert (two.exit_code, two.output.splitlines()[0]) == (
+        0, f"cache-not-reused {KEY.replace(' jit', ' grad')}: row {later}: {said} [does not fail]")
+    assert f"cause: cache-not-reused: {said}" in run_cli("explain", str(later), "--db", db).output

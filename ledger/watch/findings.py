@@ -126,12 +126,21 @@ def _by_jax(conn, groups: list[Group]) -> list[Finding]:
         first = min(g.first_cold for g in colds)
         before = [g for g in groups if g.values["jax_version"] != jax and g.last_warm and g.last_warm < first]
         old = max(before, key=lambda g: g.last_warm) if before else None
-        n_cold = sum(g.n_cold for g in colds)
-        if old is not None and n_cold == 1:
+        rows = cold_rows(conn, cell[0].values) if sum(g.n_cold for g in colds) >= 2 else None
+        runs = runs_of(rows) if rows else 1
+        if old is not None and runs == 1:
             out.append(_jax_changed(old, jax, _id(first)))
-        elif n_cold >= 2:
-            out.append(_not_reused(conn, cell[0].values, old))
+        elif runs >= 2:
+            out.append(_not_reused(rows, cell[0].values, old))
     return out
+
+
+def runs_of(colds: list[dict]) -> int:
+    """How many runs the cold rows are: one run may compile a cell more than once (two
+    processes of a recorded program, a retry), and that is one run that never reused
+    the cache, not two. A run is a run id and phase (a probe's --cold-warm pair is two
+    processes under one run id); a row without a run id is a run of its own."""
+    return len({(r["run_id"], r["phase"]) if r["run_id"] is not None else r["id"] for r in colds})
 
 
 def _jax_changed(old: Group, jax: str, row_id: int) -> Finding:
@@ -149,15 +158,14 @@ def cold_rows(conn, values: dict) -> list[dict]:
     return [dict(r) for r in conn.execute(sa.text(sql), {f: values[f] for f in STATELESS_KEY}).mappings()]
 
 
-def _not_reused(conn, values: dict, old: Group | None) -> Finding:
-    colds = cold_rows(conn, values)
+def _not_reused(colds: list[dict], values: dict, old: Group | None) -> Finding:
     cause, fails = not_reused_cause(colds)
     newest = colds[-1]
     if old is None:
         return Finding(CACHE_NOT_REUSED, newest["id"], cause, fails)
     # still cold on its second run under a new jax: an ordinary went-cold
     was = old.values["jax_version"]
-    cause += f" (still cold after {len(colds)} runs under jax {values['jax_version']}; last warm row {_id(old.last_warm)} under jax {was})"
+    cause += f" (still cold after {runs_of(colds)} runs under jax {values['jax_version']}; last warm row {_id(old.last_warm)} under jax {was})"
     return Finding(WENT_COLD, newest["id"], cause, True, _id(old.last_warm))
 
 
@@ -165,12 +173,13 @@ def not_reused_cause(colds: list[dict]) -> tuple[str, bool]:
     """Why a cell's cold runs (2 or more, oldest first) never reused the cache, and
     whether that fails the check."""
     dirs = list(dict.fromkeys(r["cache_dir"] for r in colds))
+    runs = runs_of(colds)
     if len(dirs) > 1:
-        return (f"each run used a new directory: {len(colds)} cold runs in {len(dirs)} distinct cache dirs"
+        return (f"each run used a new directory: {runs} cold runs in {len(dirs)} distinct cache dirs"
                 f" ({', '.join(dirs)})"), True
     by_design = _never_written(colds)
     if by_design:
-        return (f"{len(colds)} cold runs in {dirs[0]}, never warm: the entries were never written, by design:"
+        return (f"{runs} cold runs in {dirs[0]}, never warm: the entries were never written, by design:"
                 f" {by_design}, so there is nothing to reuse"), False
     for a, b in pairwise(colds):
         wrote = a["cache_files_after"] is not None and a["cache_files_before"] is not None \
@@ -181,8 +190,8 @@ def not_reused_cause(colds: list[dict]) -> tuple[str, bool]:
     a, b = colds[-2], colds[-1]
     causes = diagnose(b, a)
     if causes in ([UNKNOWN_CAUSE], [SAME_KEY]):
-        return f"{len(colds)} cold runs in {dirs[0]}, never warm: {UNKNOWN_CAUSE} (the rows show no missing entry)", False
-    return f"{len(colds)} cold runs in {dirs[0]}: the cache key changed between rows {a['id']} and {b['id']}: {cause_text(causes)}", True
+        return f"{runs} cold runs in {dirs[0]}, never warm: {UNKNOWN_CAUSE} (the rows show no missing entry)", False
+    return f"{runs} cold runs in {dirs[0]}: the cache key changed between rows {a['id']} and {b['id']}: {cause_text(causes)}", True
 
 
 def _never_written(colds: list[dict]) -> str | None:
@@ -265,7 +274,7 @@ def explain_first_cold(conn, row: dict) -> Told | None:
     is simply the first compile into its cache dir."""
     colds = [r for r in cold_rows(conn, row) if (r["timestamp"] or "", r["id"]) <= (row["timestamp"] or "", row["id"])]
     old = _last_warm(conn, row, other_jax=True)
-    if len(colds) >= 2:
+    if runs_of(colds) >= 2:
         cause, fails = not_reused_cause(colds)
         verdict = CACHE_NOT_REUSED if old is None else WENT_COLD
         if old is not None:
