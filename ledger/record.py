@@ -189,6 +189,19 @@ STATELESS_KEY = tuple(f for f in COMPARABILITY_KEY if f != "cache_state")
 CACHE_CELL = (*STATELESS_KEY, "cache_dir")
 
 
+def now_timestamp() -> str:
+    """The one clock of what is written now (a probe's row, a recorded compile, a pin, a
+    check run, a prediction): UTC, aware, seconds, e.g. 2026-12-04T13:55:00+00:00.
+
+    Rows are ordered by the text of their timestamp (ledger/rows.py), so every writer
+    on every node must write the same zone and the same width: local time made a node
+    at UTC+13 look 13 hours newer than its peers once their ledgers were merged. Legacy
+    rows keep their naive local times; read against new rows they count as UTC."""
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
 def blank_record() -> dict:
     """A probe record with every field present and unset."""
     return dict.fromkeys(PROBE_RECORD_FIELDS)

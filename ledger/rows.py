@@ -13,9 +13,8 @@ broken by id (the order rows were written in one ledger).
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
 
-from ledger.record import SHAPE_FIELDS, STATUS_OK, WARM
+from ledger.record import SHAPE_FIELDS, STATUS_OK, WARM, now_timestamp
 
 
 def _p(alias: str) -> str:
@@ -88,5 +87,6 @@ def describe_key(row) -> str:
 
 
 def utc_now() -> str:
-    """The time the ledger stamps on what it writes itself (pins, pin history, check runs)."""
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    """The time the ledger stamps on what it writes itself (pins, pin history, check runs):
+    the record contract's one clock."""
+    return now_timestamp()

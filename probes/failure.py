@@ -20,7 +20,7 @@ def parent_failed(job: dict, context: dict, transform: str, error: str,
     rec.update(record_fields(job["cell"]))
     rec.update({
         "transform": transform, "status": STATUS_FAILED, "error": error,
-        "timestamp": host.local_timestamp(), "run_id": job["run_id"], "phase": job["phase"],
+        "timestamp": host.timestamp(), "run_id": job["run_id"], "phase": job["phase"],
         "objective": job["objective"], "tag": job["tag"],
         "steady_calls": job["steady_calls"],
         "cache_dir": context.get("cache_dir") if context else job["cache_dir"],

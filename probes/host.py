@@ -6,7 +6,6 @@ CPUs this process may use (fewer than the node has on a SLURM allocation) matter
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import os
 import platform
@@ -14,9 +13,11 @@ import socket
 import sys
 
 
-def local_timestamp() -> str:
-    """Local time, ISO format, seconds precision (as the legacy records have it)."""
-    return _dt.datetime.now().replace(microsecond=0).isoformat()
+def timestamp() -> str:
+    """Now, by the record contract's one clock (UTC, aware, seconds)."""
+    from ledger.record import now_timestamp
+
+    return now_timestamp()
 
 
 def load_avg() -> tuple[float, float, float] | tuple[None, None, None]:

@@ -140,7 +140,7 @@ class Session:
     # -- one transform, stage by stage ------------------------------------------------
     def measure(self, transform: str) -> dict:
         a = _Attempt(transform, blank_record())
-        a.rec["timestamp"] = host.local_timestamp()
+        a.rec["timestamp"] = host.timestamp()
         a.rec.update(record_fields(host.host_state()))
         a.rec.update(self.static_fields(transform))
         try:

@@ -28,6 +28,7 @@ from .conftest import (
     compile_records_of_corpus,
     db_at,
     insert_legacy,
+    jax_platform,
     query,
     run_cli,
     write_json,
@@ -377,3 +378,35 @@ def test_a_pin_whose_row_was_deleted_is_skipped_with_a_warning(any_db, tmp_path)
     # pinned anew from the merged rows by the pins' own rule
     assert run_cli("pins", "update", "--db", any_db).exit_code == 0
     assert query(any_db, "SELECT count(*) FROM pins") == [(pins_in_source,)]
+
+
+# POSIX zone strings (no tz database needed): east of UTC is a negative offset there.
+ZONES = {"UTC+14": "LINT-14", "UTC-8": "PST+8", "UTC+5:30": "IST-5:30"}
+
+
+@pytest.mark.jax
+def test_ledgers_written_in_three_zones_merge_in_real_time_order(tmp_path):
+    """Three nodes probe one cell into one cache dir, one after another: cold at UTC+14,
+    then warm at UTC-8 and at UTC+5:30. Merged (the first node last, so its row has the
+    highest id), the newest row is the last one written, and check finds nothing. Under
+    local clocks the UTC+14 node's cold row read 13 hours newer than the others, and
+    check called the warm cell went-cold."""
+    cache = tmp_path / "cache"
+    dbs = {}
+    for zone, tz in ZONES.items():
+        dbs[zone] = tmp_path / f"node-{len(dbs)}.db"
+        env = {**os.environ, "TZ": tz, "JAX_PLATFORMS": jax_platform()}
+        done = subprocess.run([str(LEDGER), "probe", "-o", "toy", "-t", "jit", "--cache-dir", str(cache),
+                               "--tag", zone, "--db", str(dbs[zone])], env=env, capture_output=True, text=True,
+                              timeout=300, check=False)
+        assert done.returncode == 0, done.stderr
+    merged = tmp_path / "merged.db"
+    for zone in reversed(ZONES):
+        assert run_cli("merge", dbs[zone], "--db", merged).exit_code == 0
+    rows = query(merged, "SELECT tag, cache_state, timestamp FROM compile_records ORDER BY timestamp, id")
+    assert [(tag, state) for tag, state, _ in rows] == [("UTC+14", "cold"), ("UTC-8", "warm"), ("UTC+5:30", "warm")]
+    assert all(stamp.endswith("+00:00") for _, _, stamp in rows)
+    assert query(merged, "SELECT tag FROM compile_records ORDER BY id") == [("UTC+5:30",), ("UTC-8",), ("UTC+14",)]
+    check = run_cli("check", "--db", merged)
+    assert (check.exit_code, check.output) == (
+        0, "check run 1 (tolerance 1.5x): 0 ok, 0 regression, 0 inconclusive, 0 went-cold\n")

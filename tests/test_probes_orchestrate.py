@@ -82,7 +82,7 @@ def test_in_process_record_shape_and_progress(tmp_path):
         assert (r["dataset_class"], r["instrument"]) == ("imaging", "synthetic")
         assert (r["n_batch"], r["batch_size"], r["steady_calls"]) == (6, 3, 2)
         assert all(r[k] >= 0 for k in ("trace_s", "compile_s", "first_s", "steady_s"))
-        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", r["timestamp"])
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", r["timestamp"])  # the one clock: UTC
         assert r["hardware"] == "local_cpu" and r["backend"] == "cpu"
         assert r["host_cpu_count"] >= 1 and r["host_cpu_affinity"] >= 1
         assert r["host_mem_total_mb"] > 0 and r["host_load_avg_1m"] is not None

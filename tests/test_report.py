@@ -400,3 +400,15 @@ def test_a_marker_in_the_ledgers_own_text_cannot_end_the_block(db, tmp_path):
     assert data.count(START.encode()) == 1 and data.count(END.encode()) == 1 and data.count(b"<!--") == 2
     assert b"&lt;!-- ledger-report:end -->" in data and data.endswith(f"{END}\nafter\n".encode())
     assert report(db, "--update", readme, "--check").exit_code == 0
+
+
+def test_charts_put_aware_and_legacy_naive_times_on_one_axis():
+    """New rows carry the one clock's aware UTC times, legacy rows naive local ones;
+    matplotlib cannot compare the two kinds, so a chart reads an aware time as its UTC."""
+    from datetime import datetime
+
+    from ledger.report.html import _time
+
+    assert _time("2026-12-04T13:56:02+05:30") == datetime(2026, 12, 4, 8, 26, 2)
+    assert _time("2026-12-04T13:56:02+00:00") < _time("2026-12-04T13:56:03")
+    assert (_time("not a time"), _time(None)) == (None, None)

@@ -8,13 +8,14 @@ import os
 import shlex
 import shutil
 from pathlib import Path
-from time import monotonic, sleep, strftime
+from time import monotonic, sleep
 from typing import Annotated
 
 import typer
 
 from ledger.cli.options import DbOpt
 from ledger.errors import LedgerError
+from ledger.record import now_timestamp
 
 app = typer.Typer(help="A grid of probe cells: run here, or as a SLURM job array; status and resume.",
                   no_args_is_help=True)
@@ -286,7 +287,7 @@ def cancel_cmd(sweep_ref: SweepArg, root: DirOpt = Path("sweeps")) -> None:
         typer.echo(f"sweep {sweep.sweep_id}: no task queued or running, nothing to cancel")
         return
     slurm.cancel(jobs)
-    stamp = strftime("%Y-%m-%dT%H:%M:%S")
+    stamp = now_timestamp()
     for submission in sweep.submissions:
         if submission["job_id"] in jobs:
             submission["cancelled"] = stamp

@@ -8,11 +8,11 @@ compile options and the machine, so a row with it is the compile that was predic
 
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass
 
 import sqlalchemy as sa
 
+from ledger.record import now_timestamp
 from ledger.rows import ok_sql
 from ledger.storage.models import predictions
 
@@ -24,7 +24,7 @@ STORED = ("cache_key", "predicted", "cause", "expected_compile_s", "expected_n",
 
 def save(engine, preds: list[dict]) -> list[int]:
     """Store each prediction (one transaction); their ids, in order."""
-    now = dt.datetime.now().replace(microsecond=0).isoformat()
+    now = now_timestamp()
     with engine.begin() as conn:
         after = conn.execute(sa.text("SELECT COALESCE(MAX(id), 0) FROM compile_records")).scalar()
         ids = []

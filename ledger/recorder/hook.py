@@ -33,6 +33,7 @@ from ledger.record import (
     SOURCE_MEASURED_EVENTS,
     STATUS_OK,
     blank_record,
+    now_timestamp,
 )
 from ledger.recorder import spool
 from ledger.recorder.config import RecordConfig
@@ -149,7 +150,7 @@ class Recorder:
             "cache_min_entry_size_bytes": _num(int, ji.option(ji.OPT_MIN_ENTRY_SIZE)),
             "jax_cache_settings": _dumps(ji.cache_settings()),
             "xla_flags": os.environ.get("XLA_FLAGS"),
-            "timestamp": _local_timestamp(),
+            "timestamp": now_timestamp(),
             "_prov": {"jaxpr_trace_s": self._trace_s, "lower_s": self._lower_s},
         })
         self._trace_s = self._lower_s = 0.0
@@ -237,12 +238,6 @@ def _dumps(obj) -> str:
     import json
 
     return json.dumps(obj, sort_keys=True, default=str)
-
-
-def _local_timestamp() -> str:
-    import datetime as dt
-
-    return dt.datetime.now().replace(microsecond=0).isoformat()
 
 
 # -- one hook per process ----------------------------------------------------------------

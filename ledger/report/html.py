@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 import html
 import io
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 import matplotlib
 
@@ -73,10 +73,14 @@ def bar_chart(title: str, lines: list[Line]) -> str:
 
 
 def _time(ts):
+    """A row's time for a chart's axis: an aware time (the one clock) as its UTC, a
+    legacy naive one as it is, so the two kinds share one axis (matplotlib cannot
+    compare them)."""
     try:
-        return datetime.fromisoformat(ts) if ts else None
+        t = datetime.fromisoformat(ts) if ts else None
     except ValueError:
         return None
+    return t.astimezone(timezone.utc).replace(tzinfo=None) if t is not None and t.tzinfo else t
 
 
 # Beyond this a value has no room for the axis margins (matplotlib's limits overflow to inf):
