@@ -28,14 +28,15 @@ def once(cmd) -> float:
     return time.perf_counter() - t0
 
 
-HEAVY = "{'jax', 'jaxlib', 'probes', 'sqlalchemy', 'alembic', 'matplotlib'}"
+HEAVY = "{'jax', 'jaxlib', 'ledger.probes', 'sqlalchemy', 'alembic', 'matplotlib'}"
 
 
 def imported_by(*argv: str) -> str:
     return subprocess.run(
         [sys.executable, "-c", (f"import sys; sys.argv={['ledger', *argv]!r}\n"
                                 "from ledger.cli import app\ntry: app()\nexcept SystemExit: pass\n"
-                                f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {HEAVY}), file=sys.stderr)")],
+                                f"print(sorted({{'.'.join(m.split('.')[:2 if m.startswith('ledger.') else 1]) for m in sys.modules}}"
+                                f" & {HEAVY}), file=sys.stderr)")],
         capture_output=True, text=True, check=True).stderr.strip().splitlines()[-1]
 
 

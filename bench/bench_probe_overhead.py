@@ -28,8 +28,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BARE = r'''
 import hashlib, json, sys, time
 import jax
-from probes.objectives import BUILTINS
-from probes.transforms import build_transform
+from ledger.probes.objectives import BUILTINS
+from ledger.probes.transforms import build_transform
 cache_dir = sys.argv[3] or None
 if cache_dir:
     jax.config.update("jax_compilation_cache_dir", cache_dir)
@@ -59,7 +59,7 @@ def bare_once(objective, transform, cache_dir):
 
 
 def probe_once(objective, transform, cache_dir):
-    from probes import ProbeSpec, run_probe
+    from ledger.probes import ProbeSpec, run_probe
 
     recs = []
     run_probe(ProbeSpec.make(objective=objective, transforms=[transform], isolate=True,
@@ -98,8 +98,8 @@ def compile_ratio(objective, transform, runs, with_cache):
 
 
 def overhead(objective, transforms, cache_dir):
-    from probes import ProbeSpec
-    from probes.measure import Session
+    from ledger.probes import ProbeSpec
+    from ledger.probes.measure import Session
 
     spec = ProbeSpec.make(objective=objective, transforms=transforms, cache_dir=cache_dir)
     s = Session(objective=spec.resolved, cell=spec.cell(), cache_dir=spec.cache_dir, tag=None,
@@ -150,7 +150,7 @@ def main():
 
 
 def _overhead_child(label, objective):
-    from probes import TRANSFORMS
+    from ledger.probes import TRANSFORMS
 
     with tempfile.TemporaryDirectory() as d:
         if label.startswith("10,000"):

@@ -34,8 +34,8 @@ for i in range(int(sys.argv[1])):   # each constant makes a distinct program
 '''
 LARGE = r'''
 import jax
-from probes.objectives import BUILTINS
-from probes.transforms import build_transform
+from ledger.probes.objectives import BUILTINS
+from ledger.probes.transforms import build_transform
 fn, x0 = BUILTINS["mge"]({"n_batch": 8, "batch_size": 4})
 prep = build_transform("vag", fn, x0, 8, 4)
 jax.block_until_ready(jax.jit(prep.fn)(*prep.args))

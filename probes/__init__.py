@@ -13,14 +13,14 @@ the objectives and the orchestration it never uses.
 import importlib
 
 _WHERE = {
-    "ProbeError": "probes.errors",
-    "BUILTINS": "probes.objectives", "Objective": "probes.objectives",
-    "describe_builtins": "probes.objectives", "resolve_objective": "probes.objectives",
-    "run_probe": "probes.orchestrate",
-    "PROGRESS_PHASES": "probes.progress", "Progress": "probes.progress",
-    "ProbeOutcome": "probes.spec", "ProbeSpec": "probes.spec",
-    "TRANSFORMS": "probes.transforms", "describe_transforms": "probes.transforms",
-    "parse_transforms": "probes.transforms",
+    "ProbeError": "ledger.probes.errors",
+    "BUILTINS": "ledger.probes.objectives", "Objective": "ledger.probes.objectives",
+    "describe_builtins": "ledger.probes.objectives", "resolve_objective": "ledger.probes.objectives",
+    "run_probe": "ledger.probes.orchestrate",
+    "PROGRESS_PHASES": "ledger.probes.progress", "Progress": "ledger.probes.progress",
+    "ProbeOutcome": "ledger.probes.spec", "ProbeSpec": "ledger.probes.spec",
+    "TRANSFORMS": "ledger.probes.transforms", "describe_transforms": "ledger.probes.transforms",
+    "parse_transforms": "ledger.probes.transforms",
 }
 __all__ = list(_WHERE)  # the names above, loaded on first use
 

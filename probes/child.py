@@ -1,8 +1,8 @@
-"""``python -m probes.child``: one probe process; the protocol is probes/protocol.py."""
+"""``python -m ledger.probes.child``: one probe process; the protocol is probes/protocol.py."""
 
 import sys
 
-from probes.protocol import child_main
+from ledger.probes.protocol import child_main
 
 if __name__ == "__main__":
     sys.exit(child_main())

@@ -16,6 +16,8 @@ import json
 import logging
 import threading
 
+from ledger.probes import jax_internals as ji
+
 from ledger.record import (
     COLD,
     NONE,
@@ -26,7 +28,6 @@ from ledger.record import (
     UNKNOWN,
     WARM,
 )
-from probes import jax_internals as ji
 
 
 def count_cache_entries(cache_dir: str | None) -> int | None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import importlib.metadata
 import os
 
+from ledger.probes import host
+from ledger.probes.measure import record_fields
+
 from ledger.record import STATUS_FAILED, blank_record
-from probes import host
-from probes.measure import record_fields
 
 
 def parent_failed(job: dict, context: dict, transform: str, error: str,

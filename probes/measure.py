@@ -14,11 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ledger.probes import evidence, host
+from ledger.probes import jax_internals as ji
+from ledger.probes.objectives import Objective
+from ledger.probes.progress import COMPILING, DONE, FAILED, FIRST_CALL, STEADY, TRACING
+
 from ledger.record import PROBE_RECORD_FIELDS, STATUS_FAILED, STATUS_OK, blank_record
-from probes import evidence, host
-from probes import jax_internals as ji
-from probes.objectives import Objective
-from probes.progress import COMPILING, DONE, FAILED, FIRST_CALL, STEADY, TRACING
 
 # Captured at import, before configure_jax() writes to jax.config: an env-configured
 # cache dir is honoured (and recorded) when no --cache-dir is given.
@@ -172,8 +173,7 @@ class Session:
 
     def _prepare(self, a: _Attempt):
         import jax
-
-        from probes.transforms import build_transform
+        from ledger.probes.transforms import build_transform
 
         fn, x0 = self.built()
         a.rec["ndim"] = int(x0.size)

@@ -24,8 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from probes import builders
-from probes.errors import ProbeError
+from ledger.probes import builders
+from ledger.probes.errors import ProbeError
 
 Builder = Callable[[dict], tuple[Callable, Any]]
 

@@ -16,9 +16,10 @@ import tempfile
 import uuid
 from collections.abc import Callable
 
+from ledger.probes import protocol
+from ledger.probes.spec import ProbeOutcome, ProbeSpec
+
 from ledger.record import COLD, STATUS_OK, WARM
-from probes import protocol
-from probes.spec import ProbeOutcome, ProbeSpec
 
 # The run phases of a cold_warm pair: the first process fills a fresh cache dir, the
 # second reads it. They share the cache-state names because that is what they test.
@@ -58,7 +59,7 @@ def run_probe(spec: ProbeSpec, *, on_record: Callable[[dict], None],
 
 
 def _run_in_process(spec: ProbeSpec, run_id, emit, on_progress) -> None:
-    from probes.measure import Session
+    from ledger.probes.measure import Session
 
     session = Session(objective=spec.resolved, cell=spec.cell(), cache_dir=spec.cache_dir,
                       tag=spec.tag, run_id=run_id, phase=None,

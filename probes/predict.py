@@ -15,8 +15,8 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
-from probes.errors import ProbeError
-from probes.spec import ProbeSpec
+from ledger.probes.errors import ProbeError
+from ledger.probes.spec import ProbeSpec
 
 COLD, WARM = "cold", "warm"
 
@@ -38,11 +38,11 @@ class KeyReport:
 def compute_keys(spec: ProbeSpec, timeout_s: float | None = None) -> KeyReport:
     """Run the child for a validated spec; ProbeError on a failed objective,
     UnpredictableJax when this JAX's internals moved or it computes no key."""
-    from probes.protocol import child_env
+    from ledger.probes.protocol import child_env
 
     job = {"objective": spec.objective, "transforms": list(spec.transforms),
            "cache_dir": spec.cache_dir, "cell": spec.cell()}
-    proc = subprocess.run([sys.executable, "-m", "probes.predict_child"], input=json.dumps(job),
+    proc = subprocess.run([sys.executable, "-m", "ledger.probes.predict_child"], input=json.dumps(job),
                           capture_output=True, text=True, env=child_env(), timeout=timeout_s,
                           check=False)
     try:

@@ -1,4 +1,4 @@
-"""``python -m probes.predict_child``: one fresh process that computes the persistent-cache
+"""``python -m ledger.probes.predict_child``: one fresh process that computes the persistent-cache
 key of each transform without compiling, and says whether its entry is in the cache dir.
 
 A fresh process because JAX's in-memory caches return before any persistent-cache
@@ -21,7 +21,7 @@ import os
 import socket
 import sys
 
-from probes import jax_internals as ji
+from ledger.probes import jax_internals as ji
 
 FATAL_EXIT = 3
 
@@ -30,7 +30,7 @@ FATAL_EXIT = 3
 def muted_ledger_listeners():
     """The probe's event counts as they were before: whatever JAX fires while a key is
     predicted is not a compile, and must not count as one in this process."""
-    from probes import evidence
+    from ledger.probes import evidence
 
     saved = dict(evidence._EVENTS.counts), dict(evidence._EVENTS.durations)
     try:
@@ -42,9 +42,8 @@ def muted_ledger_listeners():
 def predict_one(session, transform: str) -> dict:
     """The key, its components and the program's fingerprint of one transform."""
     import jax
-
-    from probes import evidence
-    from probes.transforms import build_transform
+    from ledger.probes import evidence
+    from ledger.probes.transforms import build_transform
 
     fn, x0 = session.built()
     prep = build_transform(transform, fn, x0, session.cell["n_batch"], session.cell["batch_size"])
@@ -82,8 +81,8 @@ def caveats(cache_dir: str) -> list[str]:
 
 
 def predict_job(job: dict) -> dict:
-    from probes.measure import Session
-    from probes.objectives import resolve_objective
+    from ledger.probes.measure import Session
+    from ledger.probes.objectives import resolve_objective
 
     session = Session(objective=resolve_objective(job["objective"]), cell=job["cell"],
                       cache_dir=job["cache_dir"], tag=None, run_id="predict", phase=None,

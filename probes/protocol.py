@@ -1,7 +1,7 @@
 """Both ends of the child-process protocol, in one place.
 
 The parent writes one JSON payload (``payload``) on the child's stdin; the child
-(``python -m probes.child``, i.e. ``child_main``) streams JSON lines back on its
+(``python -m ledger.probes.child``, i.e. ``child_main``) streams JSON lines back on its
 original stdout, one message each: CONTEXT (the fields a parent needs to write a
 failed record if the child dies), START (a transform began), PROGRESS, RECORD, FATAL
 (setup failed) and END. Anything else the objective or JAX prints goes to stderr: the
@@ -22,8 +22,9 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ledger.probes.spec import ProbeSpec
+
 from ledger.record import PROBE_RECORD_FIELDS
-from probes.spec import ProbeSpec
 
 CONTEXT, START, PROGRESS, RECORD, FATAL, END = (
     "context", "start", "progress", "record", "fatal", "end")
@@ -80,8 +81,8 @@ def child_main(stdin=None) -> int:
 
 
 def _session(job: dict, emit_progress):
-    from probes.measure import Session
-    from probes.objectives import resolve_objective
+    from ledger.probes.measure import Session
+    from ledger.probes.objectives import resolve_objective
 
     return Session(objective=resolve_objective(job["objective"]), cell=job["cell"],
                    cache_dir=job["cache_dir"], tag=job["tag"], run_id=job["run_id"],
@@ -120,7 +121,7 @@ def run_child(job: dict, emit: Callable[[dict], None],
     """Run one child over ``job`` (a ``payload``); returns the transforms it accounted
     for, by a record or by a failed record written here."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "probes.child"], stdin=subprocess.PIPE,
+        [sys.executable, "-m", "ledger.probes.child"], stdin=subprocess.PIPE,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(), text=True,
         bufsize=1,
     )
@@ -168,7 +169,7 @@ def read_messages(run: ChildRun, lines, emit, on_progress) -> None:
 def record_failures(run: ChildRun, emit) -> None:
     """A failed record for each transform the child left unaccounted: all of them
     after a setup failure, else the one it died in (the rest get a new child)."""
-    from probes.failure import parent_failed
+    from ledger.probes.failure import parent_failed
 
     if run.fatal is not None:
         victims = [t for t in run.job["transforms"] if t not in run.done]

@@ -13,9 +13,9 @@ import dataclasses
 import os
 from dataclasses import dataclass, field
 
-from probes.errors import ProbeError
-from probes.objectives import Objective, resolve_objective
-from probes.transforms import TRANSFORMS, parse_transforms, validate_batching
+from ledger.probes.errors import ProbeError
+from ledger.probes.objectives import Objective, resolve_objective
+from ledger.probes.transforms import TRANSFORMS, parse_transforms, validate_batching
 
 
 @dataclass(frozen=True)

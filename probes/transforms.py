@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from probes.errors import ProbeError
+from ledger.probes.errors import ProbeError
 
 TRANSFORMS: dict[str, str] = {
     "jit": "jit of f",

@@ -628,7 +628,7 @@ NOT_UTF8_COMMANDS = {
 def test_a_database_name_that_is_not_utf8_is_one_line(any_db, tmp_path, monkeypatch, command):
     """It was a traceback from deep in SQLAlchemy (UnicodeEncodeError), and `probe`
     measured first. The resolver, where every database enters, refuses it."""
-    import probes
+    from ledger import probes
 
     def measured(*args, **kwargs):
         raise AssertionError("the probe measured before its database was checked")
@@ -787,7 +787,7 @@ FINE = {"--tag": "it's \"quoted\" `x` $HOME ; café ✓", "--dataset-class": "d'
 
 
 def _no_work(monkeypatch) -> None:
-    import probes
+    from ledger import probes
     from ledger.predict import run
 
     def worked(*args, **kwargs):
@@ -815,9 +815,10 @@ def test_a_bad_tag_or_cell_value_is_refused_before_any_work(tmp_path, monkeypatc
 def test_quotes_and_other_text_are_accepted_and_stored_exactly(tmp_path, monkeypatch):
     """A value the rule admits goes through the probe's whole path to the row as typed
     (a fake probe hands the record over: the writer and the validator are real)."""
-    import probes
+    from ledger.probes import ProbeOutcome
+
+    from ledger import probes
     from ledger.record import blank_record
-    from probes import ProbeOutcome
 
     def probed(spec, on_record, on_progress):
         rec = dict(blank_record(), **spec.cell(), tag=spec.tag, transform="jit", objective=spec.objective,
@@ -882,7 +883,7 @@ def test_record_stores_a_quoted_tag_exactly(tmp_path):
 def test_probe_spec_holds_its_text_to_the_rule_too(tmp_path, field):
     """What does not come through the options (a sweep's task calls the probe command
     directly; probes' Python API) is refused where the spec is made, before a compile."""
-    from probes import ProbeError, ProbeSpec
+    from ledger.probes import ProbeError, ProbeSpec
 
     with pytest.raises(ProbeError) as refused:
         ProbeSpec.make(objective="toy", cache_dir=str(tmp_path / "cache"), **{field: "a\nb"})

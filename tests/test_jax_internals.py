@@ -1,7 +1,7 @@
 """A JAX internal that moved (probes/jax_internals.py): one line naming the JAX version,
 never a traceback, and rows that say what could not be measured.
 
-Each probe process is a real `python -m probes.child` (or a real `ledger probe`) whose
+Each probe process is a real `python -m ledger.probes.child` (or a real `ledger probe`) whose
 objective module moves internals at import, as a JAX release that renamed them
 would: before the probe configures the cache, as `--objective mod:build` is imported
 first. ci/jax_legs.sh runs this file on jax 0.4.30 and on the newest jax.
@@ -17,10 +17,9 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
-
-from probes import ProbeSpec
-from probes import jax_internals as ji
-from probes.protocol import payload, run_child
+from ledger.probes import ProbeSpec
+from ledger.probes import jax_internals as ji
+from ledger.probes.protocol import payload, run_child
 
 LEDGER = Path(sys.executable).with_name("ledger")
 JAX = f"jax {version('jax')}"
@@ -291,7 +290,7 @@ KIND_LIBRARY = textwrap.dedent('''
 KIND_PROGRAM = textwrap.dedent('''
     import json, sys
     import jax, jax.numpy as jnp
-    from probes import jax_internals as ji
+    from ledger.probes import jax_internals as ji
     import kindlib
 
     seen, step = [], ["import"]

@@ -6,6 +6,7 @@ outside the tree; these tests hold the pieces that make that work to the checkou
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import zipfile
@@ -28,9 +29,10 @@ PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 
 def tree_packages() -> set[str]:
     """Every package of the checkout, named as the wheel installs it."""
-    found = {".".join(p.parent.relative_to(REPO).parts)
-             for top in ("ledger", "probes") for p in (REPO / top).rglob("__init__.py")}
-    # the revisions travel inside the ledger, never as a top-level `migrations`
+    found = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "ledger").rglob("__init__.py")}
+    # the revisions and the probe travel inside the ledger, never as a top-level
+    # `migrations` or `probes`
+    found |= {"ledger." + ".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "probes").rglob("__init__.py")}
     return found | {"ledger.migrations", "ledger.migrations.versions"}
 
 
@@ -64,7 +66,17 @@ def test_the_wheel_carries_the_revisions_and_no_top_level_migrations(tmp_path):
     assert revisions and revisions <= names
     assert {"ledger/migrations/env.py", "ledger/migrations/ledger_stash.py",
             "ledger/migrations/script.py.mako"} <= names
-    assert not [n for n in names if n.startswith("migrations/")]
+    assert not [n for n in names if n.startswith(("migrations/", "probes/"))]
     # every module of the tree is in the wheel
-    modules = {str(p.relative_to(REPO)) for top in ("ledger", "probes") for p in (REPO / top).rglob("*.py")}
+    modules = {str(p.relative_to(REPO)) for p in (REPO / "ledger").rglob("*.py")}
+    modules |= {f"ledger/{p.relative_to(REPO)}" for p in (REPO / "probes").rglob("*.py")}
     assert modules <= names
+
+
+def test_the_probe_is_imported_as_it_installs():
+    """probes/ installs as ledger.probes: a plain `import probes` works in a checkout (its
+    folder is on the path) and nowhere else, and would meet a user's own `probes` there."""
+    plain = re.compile(r"^\s*(from probes\b|import probes\b)|-m\W+probes\.", re.MULTILINE)
+    found = [str(p.relative_to(REPO)) for top in ("ledger", "probes", "tests", "bench")
+             for p in (REPO / top).rglob("*.py") if plain.search(p.read_text(encoding="utf-8"))]
+    assert found == []

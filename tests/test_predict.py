@@ -155,8 +155,7 @@ def test_a_jax_without_the_cache_read_is_one_line_naming_its_version(monkeypatch
     import importlib
 
     import jax
-
-    from probes import jax_internals as ji
+    from ledger.probes import jax_internals as ji
 
     lowered = jax.jit(lambda x: x + 1).lower(1.0)
     # the one internal predict stands on, named where every JAX internal is
@@ -173,10 +172,9 @@ def test_a_jax_without_the_cache_read_is_one_line_naming_its_version(monkeypatch
 @pytest.mark.jax
 def test_the_key_is_had_without_compiling_and_the_ledgers_listeners_are_muted(tmp_path):
     import jax
-
-    from probes import evidence, measure
-    from probes import jax_internals as ji
-    from probes.predict_child import muted_ledger_listeners
+    from ledger.probes import evidence, measure
+    from ledger.probes import jax_internals as ji
+    from ledger.probes.predict_child import muted_ledger_listeners
 
     measure.configure_jax(str(tmp_path))  # installs the probe's listeners, as a recording would
     evidence._EVENTS.counts = {"before": 1}

@@ -200,3 +200,17 @@ def test_a_repeated_transforms_option_adds_each(db):
     r = run_cli("probe", "-t", "jit", "-t", "grad,vag", "--db", db)
     assert r.exit_code == 0, r.output
     assert query(db, "SELECT transform FROM compile_records ORDER BY id") == [("jit",), ("grad",), ("vag",)]
+
+
+@pytest.mark.jax
+def test_a_users_own_probes_package_is_theirs_and_the_probe_still_runs(tmp_path, db):
+    """A project with its own `probes` package (a plausible name in the field): the
+    probe's child processes start in the user's directory (`python -m ...`), where a
+    top-level `probes` of ours met theirs. Ours installs as ledger.probes."""
+    work = tmp_path / "work"
+    (work / "probes").mkdir(parents=True)
+    (work / "probes" / "__init__.py").write_text("raise ImportError('the project’s own probes package')\n")
+    done = _probe("-o", "toy", "-t", "jit", "--isolate", "--tag", "own", "--db", db,
+                  env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, cwd=work)
+    assert done.returncode == 0, done.stderr
+    assert query(db, "SELECT transform, status FROM compile_records") == [("jit", "ok")]

@@ -1,6 +1,6 @@
 """cache_state measured per transform, with real JAX on the `toy` objective.
 
-Each "probe process" here is a real `python -m probes.child`, so the persistent cache
+Each "probe process" here is a real `python -m ledger.probes.child`, so the persistent cache
 is configured before the first compile of a fresh process, as it is for users.
 """
 
@@ -11,11 +11,11 @@ import os
 import re
 
 import pytest
+from ledger.probes import ProbeSpec
+from ledger.probes.evidence import decide_cache_state
+from ledger.probes.protocol import payload, run_child
 
 from ledger.record import PROBE_RECORD_FIELDS
-from probes import ProbeSpec
-from probes.evidence import decide_cache_state
-from probes.protocol import payload, run_child
 
 ALL = ["jit", "grad", "vag", "vmap", "vmap_vag", "laxmap_vag", "pyloop_vag"]
 

@@ -9,15 +9,15 @@ import re
 import textwrap
 
 import pytest
-
-from ledger.record import PROBE_RECORD_FIELDS
-from probes import (
+from ledger.probes import (
     ProbeError,
     ProbeSpec,
     describe_builtins,
     resolve_objective,
     run_probe,
 )
+
+from ledger.record import PROBE_RECORD_FIELDS
 
 USER_OBJECTIVES = textwrap.dedent('''
     import os

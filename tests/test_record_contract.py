@@ -57,7 +57,7 @@ def test_a_real_probe_record_lands_field_for_field(db):
     result = run_cli("probe", "-o", "toy", "-t", "jit,grad", "--isolate", "--steady-calls", "1",
                      "--model-type", "contract", "--db", db)
     assert result.exit_code == 0, result.output
-    from probes import ProbeSpec, run_probe
+    from ledger.probes import ProbeSpec, run_probe
 
     handed: list[dict] = []
     run_probe(ProbeSpec.make(objective="toy", transforms="jit", steady_calls=1), on_record=handed.append)

@@ -201,3 +201,17 @@ def test_what_typer_reads_it_says_as_for_every_command(tmp_path):
     assert out.stderr.startswith("error: --tag ") and len(out.stderr.splitlines()) == 1
     out = subprocess.run([str(LEDGER), "record", "--help"], capture_output=True, text=True, check=False)
     assert out.returncode == 0 and "Usage: ledger record [OPTIONS]" in out.stdout
+
+
+@pytest.mark.jax
+def test_a_program_with_its_own_probes_package_is_recorded(tmp_path):
+    """The recorder imports the probe's evidence inside the recorded program, whose own
+    directory comes first on its path: a project's `probes` package met a top-level one
+    of ours there. The program keeps its `probes`, the ledger uses ledger.probes."""
+    (tmp_path / "probes").mkdir()
+    (tmp_path / "probes" / "__init__.py").write_text("MINE = True\n")
+    body = "import probes\nassert probes.MINE\n" + ORACLE + "import jax\njax.jit(lambda v: v * 3)(jax.numpy.ones(3))\n"
+    out = recorded(tmp_path, tmp_path / "ledger.db", PY, program(tmp_path, body))
+    assert (out.returncode, program_stderr(out)) == (0, "")
+    n = int(out.stdout.split()[-1])
+    assert n >= 2 and query(tmp_path / "ledger.db", "SELECT count(*) FROM compile_records") == [(n,)]

@@ -48,7 +48,9 @@ def test_the_scan_finds_a_second_spelling(what, pattern, home, tmp_path):
 
 
 def _module_of(path: Path) -> str:
+    """The module's name as installed (probes/ installs as ledger.probes)."""
     parts = list(path.relative_to(REPO).with_suffix("").parts)
+    parts = ["ledger", *parts] if parts[0] == "probes" else parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 

@@ -43,9 +43,9 @@ def predict_cmd(
 ) -> None:
     """Say warm or cold for each transform before compiling, and why; compiles nothing."""
     from ledger.predict import run
+    from ledger.probes import ProbeError, ProbeSpec
+    from ledger.probes.jax_internals import ENV_CACHE_DIR
     from ledger.storage.open import open_ledger
-    from probes import ProbeError, ProbeSpec
-    from probes.jax_internals import ENV_CACHE_DIR
 
     given = {"objective": objective, "transforms": ",".join(transforms) if transforms else None,
              "cache_dir": cache_dir, "n_batch": n_batch, "batch_size": batch_size,

@@ -53,9 +53,9 @@ def probe_cmd(
 ) -> None:
     """Measure an objective under JAX transforms; one row per transform."""
     from ledger.output import format_table
+    from ledger.probes import ProbeError, ProbeSpec, Progress, run_probe
     from ledger.storage.open import open_ledger
     from ledger.storage.writer import add_compile_record
-    from probes import ProbeError, ProbeSpec, Progress, run_probe
 
     # a repeated -t adds to the list (it used to keep only the last, silently)
     transforms = ",".join(transforms) if transforms else None
@@ -82,7 +82,7 @@ def probe_cmd(
     table = [[_seconds(r.get(c)) if c.endswith("_s") else r.get(c) for c in SUMMARY_COLUMNS] for r in rows]
     typer.echo(format_table(SUMMARY_COLUMNS, table), nl=False)
     typer.echo(f"run {outcome.run_id}: {len(rows)} rows written to {ledger.display}")
-    from probes.jax_internals import notes_of
+    from ledger.probes.jax_internals import notes_of
 
     for line in notes_of(rows):  # a JAX internal the probe could not use: once each
         typer.echo(line, err=True)
@@ -93,7 +93,7 @@ def probe_cmd(
 
 def objectives_cmd() -> None:
     """List the built-in objectives and the transforms."""
-    from probes import describe_builtins, describe_transforms
+    from ledger.probes import describe_builtins, describe_transforms
 
     typer.echo("objectives (--objective NAME, or package.module:builder):")
     for name, desc in describe_builtins():

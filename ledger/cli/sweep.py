@@ -342,9 +342,9 @@ def resume_cmd(
 def task_cmd(sweep_dir: Path, index: int) -> None:
     """One task of a sweep: what a job array task (or `run`) executes."""
     from ledger.cli.probe import probe_cmd
+    from ledger.probes.host import SWEEP_ID_ENV, SWEEP_TASK_ENV
     from ledger.sweep.spec import probe_options
     from ledger.sweep.store import open_sweep
-    from probes.host import SWEEP_ID_ENV, SWEEP_TASK_ENV
 
     sweep = open_sweep(str(sweep_dir))
     if not 0 <= index < len(sweep.tasks):

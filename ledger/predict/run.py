@@ -1,4 +1,4 @@
-"""One prediction run: the keys from probes/predict.py, judged against the ledger,
+"""One prediction run: the keys from ledger.probes/predict.py, judged against the ledger,
 stored, and shaped for the command's lines or --json."""
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ class Outcome:
 
 def compute(spec):
     """probes' key report for a validated spec; one-line errors as exit-2 usage errors."""
-    from probes.errors import ProbeError
-    from probes.predict import UnpredictableJax, compute_keys
+    from ledger.probes.errors import ProbeError
+    from ledger.probes.predict import UnpredictableJax, compute_keys
 
     try:
         return compute_keys(spec)

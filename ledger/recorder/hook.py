@@ -71,7 +71,7 @@ class Recorder:
         """Entries in the cache dir before a compile: counted at this process's first
         compile into it, then kept by JAX's written-miss events (a count per compile
         cost a program of many small compiles a scan each, of a dir that grows)."""
-        from probes import evidence
+        from ledger.probes import evidence
 
         if self._entries_pid != os.getpid():  # a forked child: its dir may have moved on since
             self._entries_pid, self._known_entries = os.getpid(), {}
@@ -84,7 +84,7 @@ class Recorder:
 
     # -- jax.monitoring ----------------------------------------------------------------
     def on_duration(self, event, duration, **kwargs):
-        from probes import jax_internals as ji
+        from ledger.probes import jax_internals as ji
 
         if event == ji.EV_TRACE:
             self._trace_s += float(duration)
@@ -107,8 +107,8 @@ class Recorder:
         computation = args[1] if len(args) > 1 else kwargs.get("computation")
         if not self.active or computation is None:
             return original(*args, **kwargs)
-        from probes import evidence
-        from probes import jax_internals as ji
+        from ledger.probes import evidence
+        from ledger.probes import jax_internals as ji
 
         try:
             rec = self._begin(computation)
@@ -129,7 +129,7 @@ class Recorder:
         return out
 
     def _begin(self, computation) -> dict:
-        from probes import jax_internals as ji
+        from ledger.probes import jax_internals as ji
 
         rec = blank_record()
         rec.update(self.static_fields())
@@ -157,8 +157,8 @@ class Recorder:
         return rec
 
     def _after(self, rec: dict, watch, wall: float) -> None:
-        from probes import evidence
-        from probes import jax_internals as ji
+        from ledger.probes import evidence
+        from ledger.probes import jax_internals as ji
 
         s = watch.summary()
         for k in ("cache_requests", "cache_hits", "cache_misses", "cache_key", "cache_key_components"):
@@ -196,7 +196,7 @@ class Recorder:
         rec.update(_host_now())
 
     def _process_provenance(self) -> dict:
-        from probes import host
+        from ledger.probes import host
 
         if os.getpid() != getattr(self, "_prov_pid", None):  # once a process (a fork is another)
             self._prov_pid, self._prov = os.getpid(), host.static_provenance()
@@ -206,7 +206,7 @@ class Recorder:
         """What every record of this process shares, read once (jax is initialised by
         the time it compiles)."""
         if self._static is None:
-            from probes import host
+            from ledger.probes import host
 
             env = host.jax_environment()
             cfg = self.config
@@ -255,8 +255,8 @@ def install(recorder: Recorder) -> bool:
     """Make ``recorder`` the one that sees this process's compiles; False if JAX's
     compile path or its events cannot be reached (the line is on stderr)."""
     global _installed
-    from probes import evidence
-    from probes import jax_internals as ji
+    from ledger.probes import evidence
+    from ledger.probes import jax_internals as ji
 
     if not _installed:
         def make_wrapper(original):

@@ -106,8 +106,8 @@ class RunIngester:
         return True
 
     def _rows(self, records: list[dict]) -> list[dict]:
+        from ledger.probes import host
         from ledger.storage.writer import measured_row
-        from probes import host
 
         state, rows = host.host_state(), []
         for rec in records:
@@ -165,8 +165,8 @@ class RunIngester:
 def finish(record: dict, state: dict) -> dict:
     """A spooled record made a full record: the host state the hook left to the
     ingester (sampled once a batch, by the same host), and provenance."""
+    from ledger.probes import host
     from ledger.record import PROBE_RECORD_FIELDS
-    from probes import host
 
     rec = dict(record)
     prov = rec.pop("_provenance", {}) or {}

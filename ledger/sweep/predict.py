@@ -31,7 +31,7 @@ class TaskPrediction:
 
 def predict_tasks(spec: SweepSpec, db: str | None) -> list[TaskPrediction]:
     from ledger.predict import run
-    from probes import ProbeSpec
+    from ledger.probes import ProbeSpec
 
     if spec.cache == "none":
         raise run.UsageError("cache = \"none\": nothing is cached, so there is nothing to predict")

@@ -236,7 +236,7 @@ def from_dict(data: dict, name: str, *, check_tasks: bool = True, cap: int | Non
     if unknown:
         raise LedgerError(f"unknown sweep setting {shown(unknown[0])}: use {', '.join(TOP_FIELDS)}; "
                           f"[grid] takes {', '.join(GRID_FIELDS)}")
-    from probes import TRANSFORMS, ProbeError, parse_transforms
+    from ledger.probes import TRANSFORMS, ProbeError, parse_transforms
 
     names = _values("transforms", data.get("transforms", "all"), str)
     given = sum(bool(n.strip()) for n in names)
@@ -318,7 +318,7 @@ def probe_options(spec: SweepSpec, task: Task, cache_dir: str | None) -> dict:
 
 
 def check_task(spec: SweepSpec, task: Task) -> None:
-    from probes import ProbeError, ProbeSpec
+    from ledger.probes import ProbeError, ProbeSpec
 
     try:
         ProbeSpec.make(**probe_options(spec, task, None))
