@@ -9,7 +9,10 @@ goes to stderr). The cache is configured exactly as the probe configures it
 
 Nothing is compiled and nothing is written into the cache dir: the compile path is
 stopped at its cache read (probes/jax_internals.cache_key_without_compiling), and the
-ledger's own jax.monitoring listeners are muted while JAX fires its events.
+ledger's own jax.monitoring listeners are muted while JAX fires its events. The cache
+dir is JAX's only for that key lookup: whatever the builder and the transform compile
+eagerly (a `jnp.ones(3)` is a `jit_broadcast_in_dim`) runs with no cache dir set, so it
+goes nowhere persistent.
 """
 
 from __future__ import annotations
@@ -39,6 +42,23 @@ def muted_ledger_listeners():
         evidence._EVENTS.counts, evidence._EVENTS.durations = saved
 
 
+def point_cache(cache_dir: str | None) -> None:
+    """JAX's persistent cache at ``cache_dir``, or at nowhere (None), from the next compile
+    on (the cache is set up at the first compile after a reset, on jax 0.4.30 to 0.12)."""
+    ji.set_option(ji.OPT_CACHE_DIR, cache_dir)
+    ji.reset_cache()
+
+
+@contextlib.contextmanager
+def cache_for_the_key(cache_dir: str):
+    """The cache dir, seen by the key lookup alone; no cache dir before and after."""
+    point_cache(cache_dir)
+    try:
+        yield
+    finally:
+        point_cache(None)
+
+
 def predict_one(session, transform: str) -> dict:
     """The key, its components and the program's fingerprint of one transform."""
     import jax
@@ -49,7 +69,7 @@ def predict_one(session, transform: str) -> dict:
     prep = build_transform(transform, fn, x0, session.cell["n_batch"], session.cell["batch_size"])
     jax.clear_caches()  # a fresh process already; an earlier transform's program must not answer
     lowered = jax.jit(prep.fn).lower(*prep.args)
-    with muted_ledger_listeners(), evidence.CompileWatch() as watch:
+    with cache_for_the_key(session.cache_dir), muted_ledger_listeners(), evidence.CompileWatch() as watch:
         key = ji.cache_key_without_compiling(lowered)
     if key is None:
         raise ji.Unpredictable(f"jax {ji.jax_version()}: no persistent-cache key computed for "
@@ -90,6 +110,7 @@ def predict_job(job: dict) -> dict:
     if not session.cache_dir:
         raise ji.Unpredictable("no cache dir: give --cache-dir or set "
                                f"{ji.ENV_CACHE_DIR} (without one nothing is cached)")
+    point_cache(None)  # configured as the probe configures it, but used by the key lookup only
     env = session.env
     context = {k: env[k] for k in ("hardware", "jax_version", "jaxlib_version", "backend",
                                    "device_kind")}

@@ -31,12 +31,13 @@ def _ledger(*args, env=None, cwd=None):
                           env=env or _env(), cwd=cwd, check=False)
 
 
-def tree_hash(path: Path) -> dict[str, str]:
-    """Every file under ``path`` (names and bytes); a missing dir is {}."""
+def tree_hash(path: Path) -> dict[str, tuple]:
+    """Everything under ``path``: each dir, each file's size and bytes; a missing dir is {}."""
     if not path.exists():
         return {}
-    return {str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(path.rglob("*")) if p.is_file()}
+    return {str(p.relative_to(path)): ((p.stat().st_size, hashlib.sha256(p.read_bytes()).hexdigest())
+                                       if p.is_file() else ("dir",))
+            for p in sorted(path.rglob("*"))}
 
 
 class Truth:
@@ -204,3 +205,46 @@ def test_a_cache_that_evicts_is_said_and_predict_still_writes_nothing(tmp_path, 
     assert (run.returncode, run.stdout.splitlines()[1]) == (0, "jit: warm")
     note = "note: jax_compilation_cache_max_size is 100000000: eviction may remove an entry before the run reads it"
     assert run.stderr.splitlines() == [note]
+
+
+# Builders that do JAX work of their own before the traced function: each eager op is
+# compiled (jit_broadcast_in_dim, jit_convert_element_type, ...) while predict runs.
+EAGER = '''
+import jax.numpy as jnp
+
+def build(cell):
+    scale = jnp.ones(3) * 2.0  # eager work: compiled at build time
+    return (lambda x: jnp.sum(x ** 2) * scale[0]), jnp.ones(4)
+'''
+
+WITH_DATA = '''
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+
+def build(cell):
+    data = jnp.asarray(np.load(Path(__file__).with_name("image.npy")))
+    data = (data - data.mean()) / data.std()  # eager, as a likelihood normalises its data
+    return (lambda x: jnp.sum((jnp.tile(x, 2) - data) ** 2)), np.zeros(8)
+'''
+
+
+@pytest.mark.jax
+@pytest.mark.slow
+@pytest.mark.parametrize("objective", ["eager:build", "withdata:build", "toy", "mge", "pixelization"])
+def test_predict_leaves_the_cache_dir_byte_identical_whatever_the_builder_does(tmp_path, db, objective):
+    import numpy as np
+
+    (tmp_path / "eager.py").write_text(EAGER)
+    (tmp_path / "withdata.py").write_text(WITH_DATA)
+    np.save(tmp_path / "image.npy", np.arange(16.0))
+    cache = tmp_path / "jax-cache"
+    cache.mkdir()
+    (cache / "someone-elses-entry-cache").write_bytes(b"\0" * 100)
+    truth = Truth(db, objective, transform="jit,vmap", cwd=tmp_path)
+    truth.predict(cache)  # asserts the dir's names, sizes and bytes are what they were
+    assert truth.probe(cache) == "cold"  # and the prediction was the truth
+    truth.predict(cache)
+    assert truth.probe(cache) == "warm"
+
