@@ -16,7 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from ledger.predict.store import SCORED_SQL, STORED, save
 from ledger.record import COMPARABILITY_KEY
+from ledger.record_validation import TIMESTAMP_FORM
+from ledger.storage.open import open_ledger
 from ledger.storage.revisions import HEAD
 
 from .conftest import (
@@ -119,8 +122,10 @@ def test_an_older_source_is_upgraded_in_a_copy_and_left_byte_identical(tmp_path,
     before = _sha(old)
     result = run_cli("merge", old, "--db", db)
     assert result.exit_code == 0, result.output
-    assert result.output.startswith(f"merged {old} (at 0001: merged from a copy brought to {HEAD}): "
-                                    f"{CORPUS_COMPILE} compile rows added")
+    assert result.output.splitlines()[0] == (  # no predictions table before 0010: none to carry
+        f"merged {old} (at 0001: merged from a copy brought to {HEAD}): {CORPUS_COMPILE} compile rows added,"
+        " 0 already here; 0 instrument records added, 0 already here; 0 predictions added, 0 already here;"
+        " pins: 0 taken, 0 the same, 0 differ")
     assert _sha(old) == before and query(old, "SELECT version_num FROM alembic_version") == [("0001",)]
     assert dict(query(db, STATES_SQL)) == CORPUS_STATES  # backfilled in the copy
     # the same rows imported from their files are the same identities: nothing more
@@ -410,3 +415,108 @@ def test_ledgers_written_in_three_zones_merge_in_real_time_order(tmp_path):
     check = run_cli("check", "--db", merged)
     assert (check.exit_code, check.output) == (
         0, "check run 1 (tolerance 1.5x): 0 ok, 0 regression, 0 inconclusive, 0 went-cold\n")
+
+
+# -- predictions: carried once, still scored by the row that scored them -------------------
+
+SCORED_BY_SQL = ("SELECT p.hostname, p.cache_key, p.predicted, r.tag, r.cache_state"
+                 f" FROM ({SCORED_SQL.format(where='')}) s"
+                 " JOIN predictions p ON p.id = s.prediction_id JOIN compile_records r ON r.id = s.row_id"
+                 " ORDER BY p.hostname, p.cache_key")
+PREDICTIONS_SQL = f"SELECT {', '.join(STORED)}, created_at FROM predictions ORDER BY hostname, cache_key"
+
+
+def _row(path, host, cache_key, tag, state, minute):
+    """One compile row of `host`, imported as `ledger import` takes it."""
+    (rec,) = [r for r in compile_records_of_corpus() if r["tag"] == "cache-warm"]
+    rec = dict(rec, hostname=host, cache_dir=f"/cache/{host}", cache_key=cache_key, tag=tag, cache_state=state,
+               timestamp=f"2026-12-04T10:{minute:02d}:00+00:00")
+    result = run_cli("import", write_json(path.with_name(f"{tag}.json"), [rec]), "--db", path)
+    assert result.exit_code == 0, result.output
+
+
+def _predict(path, host, cache_key, predicted):
+    """A prediction stored as `ledger predict` stores it: after the rows there now."""
+    pred = {"cache_key": cache_key, "predicted": predicted, "transform": "vag", "hostname": host,
+            "cache_dir": f"/cache/{host}", "hardware": "local_cpu", "dataset_class": "imaging",
+            "mixed_precision": False}
+    if predicted == "cold":
+        pred |= {"cause": "computation (program changed)", "expected_compile_s": 2.5, "expected_n": 3}
+    with open_ledger(str(path), "write") as ledger:
+        save(ledger.engine, [pred])
+
+
+def _predicting_node(path, host):
+    """k1: a cold row, then a warm prediction the next (warm) row holds; k2: a cold
+    prediction nothing scored yet."""
+    _row(path, host, "k1", f"{host}-first", "cold", 1)
+    _predict(path, host, "k1", "warm")
+    _predict(path, host, "k2", "cold")
+    _row(path, host, "k1", f"{host}-second", "warm", 2)
+    return path
+
+
+@pytest.mark.slow
+def test_predictions_arrive_once_and_stay_scored_by_their_row(any_db, tmp_path):
+    """Merged after another node's rows, the first node's rows have other ids here: its
+    prediction is still scored by its own later row, not by the row before it."""
+    a = _predicting_node(tmp_path / "a.db", "node-a")
+    b = _predicting_node(tmp_path / "b.db", "node-b")
+    merged = run_cli("merge", b, a, "--db", any_db)
+    assert merged.exit_code == 0, merged.output
+    assert query(any_db, PREDICTIONS_SQL) == query(a, PREDICTIONS_SQL) + query(b, PREDICTIONS_SQL)
+    assert query(any_db, SCORED_BY_SQL) == query(a, SCORED_BY_SQL) + query(b, SCORED_BY_SQL) == [
+        ("node-a", "k1", "warm", "node-a-second", "warm"), ("node-b", "k1", "warm", "node-b-second", "warm")]
+    again = run_cli("merge", a, b, "--db", any_db)
+    assert again.exit_code == 0, again.output
+    assert again.output.splitlines()[0] == (f"merged {a}: 0 compile rows added, 2 already here;"
+                                            " 0 instrument records added, 0 already here;"
+                                            " 0 predictions added, 2 already here; pins: 0 taken, 0 the same, 0 differ")
+    assert len(query(any_db, PREDICTIONS_SQL)) == 4
+    # k2's prediction is scored by a row merged later, as the node's own next row would
+    _row(a, "node-a", "k2", "node-a-third", "cold", 3)
+    assert run_cli("merge", a, "--db", any_db).output.startswith(
+        f"merged {a}: 1 compile rows added, 2 already here; 0 instrument records added, 0 already here;"
+        " 0 predictions added, 2 already here;")
+    assert query(any_db, SCORED_BY_SQL)[:2] == query(a, SCORED_BY_SQL) == [
+        ("node-a", "k1", "warm", "node-a-second", "warm"), ("node-a", "k2", "cold", "node-a-third", "cold")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("column", "value", "message"), [
+    ("created_at", "not a time", f"created_at is not an ISO 8601 time {TIMESTAMP_FORM} ('not a time')"),
+    ("expected_compile_s", -1, "expected_compile_s is negative (-1.0)"),
+    ("predicted", "maybe", "predicted 'maybe' is not one of cold, warm, none, unknown"),
+])
+def test_a_bad_prediction_is_refused_in_one_line_and_nothing_is_written(tmp_path, db, column, value, message):
+    _predicting_node(db, "here")
+    good = _predicting_node(tmp_path / "good.db", "good")
+    bad = _predicting_node(tmp_path / "bad.db", "bad")
+    con = sqlite3.connect(bad)
+    with con:
+        con.execute(f"UPDATE predictions SET {column} = ? WHERE cache_key = 'k2'", (value,))
+        (bad_id,) = con.execute("SELECT id FROM predictions WHERE cache_key = 'k2'").fetchone()
+    con.close()
+    before = _fingerprint(db), query(db, "SELECT * FROM predictions ORDER BY id")
+    result = run_cli("merge", good, bad, "--db", db)
+    assert (result.exit_code, result.output) == (1, f"error: {bad}: prediction {bad_id}: {message}\n")
+    assert (_fingerprint(db), query(db, "SELECT * FROM predictions ORDER BY id")) == before
+
+
+def test_the_same_prediction_saying_otherwise_is_a_conflict(tmp_path, db):
+    _predict(db, "node-a", "k1", "warm")
+    con = sqlite3.connect(db)
+    with con:
+        (created_at,) = con.execute("SELECT created_at FROM predictions").fetchone()
+    con.close()
+    there = tmp_path / "there.db"
+    _predict(there, "node-a", "k1", "cold")
+    con = sqlite3.connect(there)
+    with con:
+        con.execute("UPDATE predictions SET created_at = ?", (created_at,))
+    con.close()
+    result = run_cli("merge", there, "--db", db)
+    assert result.exit_code == 0, result.output
+    assert f"  conflict: prediction vag on node-a {created_at}: predicted cold in the source, warm here (kept)" \
+        in result.output.splitlines()
+    assert query(db, "SELECT predicted FROM predictions") == [("warm",)]

@@ -5,9 +5,10 @@ nothing; sources are read, never changed, and every SQLite source is copied befo
 the destination's write lock is taken, so a source held locked by another process
 (for LEDGER_BUSY_TIMEOUT at most) never holds the destination with it (sources.py).
 Every row is checked by the record contract's validator, as `ledger import` checks
-it (rows.py); pins follow their sticky rule (pins.py); everything goes into the
-destination in one transaction, so a merge that fails half-way, or is stopped by a
-signal (scratch.py), leaves the destination as it was.
+it (rows.py); pins follow their sticky rule (pins.py); predictions keep their own
+identity and are scored here by the rows that scored them there (predictions.py);
+everything goes into the destination in one transaction, so a merge that fails
+half-way, or is stopped by a signal (scratch.py), leaves the destination as it was.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 from ledger.merge.pins import PinMerge, merge_pins, source_pins
+from ledger.merge.predictions import PredictionMerge, copy_predictions, scoring_rows
 from ledger.merge.rows import copy_compile_rows, copy_instrument_rows
 from ledger.merge.scratch import scratch_dir
 from ledger.merge.sources import Source, open_source
@@ -31,12 +33,14 @@ class SourceSummary:
     present: int = 0
     added_instrument: int = 0
     present_instrument: int = 0
+    predictions: PredictionMerge = field(default_factory=PredictionMerge)
     pins: PinMerge = field(default_factory=PinMerge)
     conflicts: list[str] = field(default_factory=list)
 
     def line(self) -> str:
         return (f"{self.display}{self.note}: {self.added} compile rows added, {self.present} already here;"
                 f" {self.added_instrument} instrument records added, {self.present_instrument} already here;"
+                f" {self.predictions.added} predictions added, {self.predictions.present} already here;"
                 f" pins: {self.pins.adopted} taken, {self.pins.same} the same, {len(self.pins.conflicts)} differ")
 
 
@@ -53,10 +57,12 @@ def _merge_one(source: Source, dest) -> SourceSummary:
             src.connection.dbapi_connection.text_factory = _text
         else:  # a server source is read as one snapshot: no pin can outrun its row
             src = src.execution_options(isolation_level="REPEATABLE READ")
-        theirs = source_pins(src)
-        wanted = {row_id for row_id, _ in theirs}
+        theirs, scored_by = source_pins(src), scoring_rows(src, source.display)
+        wanted = {row_id for row_id, _ in theirs} | set(scored_by.values())
         out.added, out.present, out.conflicts, keys = copy_compile_rows(src, dest, source.display, wanted)
         out.added_instrument, out.present_instrument = copy_instrument_rows(src, dest, source.display)
+        out.predictions = copy_predictions(src, dest, source.display, scored_by, keys)
+        out.conflicts += out.predictions.conflicts
         out.pins = merge_pins(theirs, keys, dest)
     return out
 

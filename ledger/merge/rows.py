@@ -40,7 +40,7 @@ def shown(value, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def _chunks(src, display: str, table: str, columns) -> Iterator[list[dict]]:
+def chunks(src, display: str, table: str, columns) -> Iterator[list[dict]]:
     # the column names are the contract's, never input
     sql = f"SELECT {', '.join(columns)} FROM {table} ORDER BY id"
     try:
@@ -62,13 +62,17 @@ def _key(row: dict, computed: int) -> int:
     return key
 
 
-def checked_compile_row(raw: dict) -> dict:
-    """The destination's row for a source row, or RecordError naming the field."""
-    rec = {name: raw[name] for name in COMPILE_FIELDS}
-    for name in _BOOLS:  # SQLite stores true/false as 1/0
+def sqlite_bools(rec: dict) -> dict:
+    """`rec` with its boolean columns' 1/0 (how SQLite stores true/false) made bools."""
+    for name in _BOOLS.intersection(rec):
         if type(rec[name]) is int and rec[name] in (0, 1):
             rec[name] = bool(rec[name])
-    row = compile_row(rec)
+    return rec
+
+
+def checked_compile_row(raw: dict) -> dict:
+    """The destination's row for a source row, or RecordError naming the field."""
+    row = compile_row(sqlite_bools({name: raw[name] for name in COMPILE_FIELDS}))
     row["record_key"] = _key(raw, row["record_key"])
     return row
 
@@ -96,13 +100,14 @@ def checked_instrument_row(raw: dict) -> dict:
     return row
 
 
-def _checked(rows: list[dict], check, display: str) -> list[dict]:
+def checked(rows: list[dict], check, display: str, kind: str = "row") -> list[dict]:
+    """check(raw) of each row, or LedgerError naming the source, the row's kind and id."""
     out = []
     for raw in rows:
         try:
             out.append(check(raw))
         except RecordError as exc:
-            raise LedgerError(f"{display}: row {raw['id']}: {exc}") from None
+            raise LedgerError(f"{display}: {kind} {raw['id']}: {exc}") from None
     return out
 
 
@@ -111,8 +116,8 @@ def copy_compile_rows(src, dest, display: str, wanted: set) -> tuple[int, int, l
     added = present = 0
     conflicts: list[str] = []
     keys: dict = {}
-    for raws in _chunks(src, display, "compile_records", _COMPILE):
-        rows = _checked(raws, checked_compile_row, display)
+    for raws in chunks(src, display, "compile_records", _COMPILE):
+        rows = checked(raws, checked_compile_row, display)
         keys.update((raw["id"], row["record_key"]) for raw, row in zip(raws, rows) if raw["id"] in wanted)
         _fill_defaults(rows)
         n = insert_new(dest, compile_records, rows)
@@ -139,8 +144,8 @@ def _fill_defaults(rows: list[dict]) -> None:
 
 def copy_instrument_rows(src, dest, display: str) -> tuple[int, int]:
     added = present = 0
-    for raws in _chunks(src, display, "instrument_records", _INSTRUMENT):
-        rows = _checked(raws, checked_instrument_row, display)
+    for raws in chunks(src, display, "instrument_records", _INSTRUMENT):
+        rows = checked(raws, checked_instrument_row, display)
         n = insert_new(dest, instrument_records, rows)
         added, present = added + n, present + len(rows) - n
     return added, present
