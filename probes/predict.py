@@ -10,7 +10,10 @@ are in the key).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -25,6 +28,15 @@ class UnpredictableJax(ProbeError):
     """This JAX (named in the one-line message) cannot be predicted on."""
 
 
+class PredictTimeout(ProbeError):
+    """The child ran past its time (a builder that never returns): it and its process
+    group were killed."""
+
+    def __init__(self, timeout_s: float):
+        super().__init__(f"predict timed out after {timeout_s:g} s")
+        self.timeout_s = timeout_s
+
+
 @dataclass
 class KeyReport:
     """What the child found: one dict per transform, the context all share, and lines
@@ -37,18 +49,17 @@ class KeyReport:
 
 def compute_keys(spec: ProbeSpec, timeout_s: float | None = None) -> KeyReport:
     """Run the child for a validated spec; ProbeError on a failed objective,
-    UnpredictableJax when this JAX's internals moved or it computes no key."""
+    UnpredictableJax when this JAX's internals moved or it computes no key,
+    PredictTimeout past ``timeout_s`` (None: no limit)."""
     from ledger.probes.protocol import child_env
 
     job = {"objective": spec.objective, "transforms": list(spec.transforms),
            "cache_dir": spec.cache_dir, "cell": spec.cell()}
-    proc = subprocess.run([sys.executable, "-m", "ledger.probes.predict_child"], input=json.dumps(job),
-                          capture_output=True, text=True, env=child_env(), timeout=timeout_s,
-                          check=False)
+    returncode, stdout, stderr = _run_child(json.dumps(job), child_env(), timeout_s)
     try:
-        answer = json.loads(proc.stdout)
+        answer = json.loads(stdout)
     except ValueError:
-        tail = proc.stderr.strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
+        tail = stderr.strip().splitlines()[-1:] or [f"exit code {returncode}"]
         raise ProbeError(f"predict process failed: {tail[0]}") from None
     if "unpredictable" in answer:
         raise UnpredictableJax(answer["unpredictable"])
@@ -57,3 +68,29 @@ def compute_keys(spec: ProbeSpec, timeout_s: float | None = None) -> KeyReport:
     for p in answer["predictions"]:
         p["predicted"] = WARM if p["entry_exists"] else COLD
     return KeyReport(answer["context"], answer["predictions"], answer.get("notes") or [])
+
+
+def _run_child(job: str, env: dict, timeout_s: float | None) -> tuple[int, str, str]:
+    """The child in a process group of its own: past ``timeout_s`` (or on an interrupt)
+    the whole group is killed, whatever the builder started, and PredictTimeout raised."""
+    proc = subprocess.Popen([sys.executable, "-m", "ledger.probes.predict_child"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(job, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        raise PredictTimeout(timeout_s) from None
+    except BaseException:
+        _kill_group(proc)
+        raise
+    return proc.returncode, stdout, stderr
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):  # the group is gone already
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        with contextlib.suppress(OSError):  # a broken pipe: nothing left to flush
+            pipe.close()

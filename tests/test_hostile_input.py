@@ -837,7 +837,7 @@ def test_predict_accepts_a_quote(tmp_path, monkeypatch):
     from ledger.errors import LedgerError
     from ledger.predict import run
 
-    def computed(spec):
+    def computed(spec, *timeout_and_flag):
         raise LedgerError(f"computed {spec.dataset_class} {spec.model_type}")
 
     monkeypatch.setattr(run, "compute", computed)

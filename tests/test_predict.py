@@ -248,3 +248,68 @@ def test_predict_leaves_the_cache_dir_byte_identical_whatever_the_builder_does(t
     truth.predict(cache)
     assert truth.probe(cache) == "warm"
 
+
+SLEEPER = '''
+import os
+import subprocess
+import sys
+import time
+
+def build(cell):
+    here = os.path.dirname(os.path.abspath(__file__))
+    helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+    with open(os.path.join(here, "pids"), "w") as f:
+        f.write(f"{os.getpid()} {helper.pid}")
+    while True:  # a builder that never returns
+        time.sleep(1)
+'''
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+@pytest.mark.jax
+@pytest.mark.slow
+def test_a_builder_that_never_returns_is_killed_at_the_timeout_and_nothing_is_stored(tmp_path, db):
+    import time
+
+    (tmp_path / "sleeper.py").write_text(SLEEPER)
+    assert _ledger("db", "upgrade", "--db", db).returncode == 0
+    cache = tmp_path / "jax-cache"
+    started = time.monotonic()
+    run = _ledger("predict", "--objective", "sleeper:build", "--cache-dir", cache, "--db", db,
+                  "--timeout", "3", cwd=tmp_path)
+    assert time.monotonic() - started < 30
+    assert run.returncode == 2, run.stderr
+    assert run.stdout == ""
+    assert run.stderr.splitlines() == [(
+        "error: predict timed out after 3 s: objective sleeper:build did not build and trace in time "
+        "(its process was killed); give a longer --timeout if it needs more")]
+    assert query(db, "SELECT COUNT(*) FROM predictions") == [(0,)]
+    pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
+    deadline = time.monotonic() + 5
+    while any(map(_alive, pids)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(map(_alive, pids)), "a process of the prediction is still running"
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "1e300", "abc", ""])
+def test_a_bad_timeout_is_one_line_and_exit_2(tmp_path, db, value):
+    run = run_cli("predict", "--objective", "toy", "--cache-dir", tmp_path / "c", "--timeout", value,
+                  "--db", db)
+    assert run.exit_code == 2, run.output
+    assert run.output == f"error: --timeout must be a number of seconds over 0 and at most 1000000, not {value!r}\n"
+    assert not db.exists()
+
+
+def test_the_default_timeout_is_the_one_the_help_shows():
+    from ledger.cli.predict import DEFAULT_TIMEOUT
+    from ledger.predict.run import DEFAULT_TIMEOUT_S
+
+    assert float(DEFAULT_TIMEOUT) == DEFAULT_TIMEOUT_S
+    assert "[default: 600]" in run_cli("predict", "--help").output

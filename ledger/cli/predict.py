@@ -1,13 +1,14 @@
 """`ledger predict`: warm or cold, per transform, before anything is compiled.
 
 Takes the objective and cell options of `ledger probe` (ProbeSpec's defaults, the one
-definition). Exit 0 when all are warm, 1 when any is cold, 2 on a usage error or a JAX
-that cannot be predicted on.
+definition). Exit 0 when all are warm, 1 when any is cold, 2 on a usage error, a JAX
+that cannot be predicted on, or keys not computed within --timeout (nothing stored).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from typing import Annotated
 
@@ -26,6 +27,28 @@ from ledger.cli.options import (
     usage_exit_code,
 )
 
+DEFAULT_TIMEOUT = "600"  # ledger/predict/run.DEFAULT_TIMEOUT_S, spelled for --help (tests hold them equal)
+MAX_TIMEOUT_S = 1e6  # 11.6 days; the OS's wait takes at most 2**31 ms
+
+
+def _timeout(value: str) -> float:
+    """--timeout's seconds: positive and finite (at most MAX_TIMEOUT_S), else one line and exit 2."""
+    from ledger.predict.run import UsageError
+
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds <= MAX_TIMEOUT_S:  # NaN fails both comparisons
+        raise UsageError(f"--timeout must be a number of seconds over 0 and at most {MAX_TIMEOUT_S:.0f}, "
+                         f"not {value!r}")
+    return seconds
+
+
+TimeoutOpt = Annotated[str, typer.Option(
+    "--timeout", callback=_timeout, metavar="SECONDS",
+    help="Stop, exit 2 and store nothing if building the objective and tracing take longer.")]
+
 
 @usage_exit_code(2)  # exit 1 says a transform will compile cold
 def predict_cmd(
@@ -39,6 +62,7 @@ def predict_cmd(
     model_type: ModelTypeOpt = None,
     mixed_precision: MixedPrecisionOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="A JSON list, one object per transform.")] = False,
+    timeout: TimeoutOpt = DEFAULT_TIMEOUT,
     db: DbOpt = None,
 ) -> None:
     """Say warm or cold for each transform before compiling, and why; compiles nothing."""
@@ -58,7 +82,8 @@ def predict_cmd(
         spec = ProbeSpec.make(**{k: v for k, v in given.items() if v is not None})
     except ProbeError as exc:
         raise run.UsageError(str(exc)) from None
-    report = run.compute(spec)  # before the database is made: a JAX that cannot be predicted on writes nothing
+    # before the database is made: a JAX that cannot be predicted on, or a timeout, writes nothing
+    report = run.compute(spec, timeout, "--timeout")
     with open_ledger(db, "write") as ledger:
         outcome = run.predict(spec, ledger.engine, report)
     if as_json:

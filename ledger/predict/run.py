@@ -10,6 +10,9 @@ from ledger.predict import causes as cz
 from ledger.predict import store
 
 COLD, WARM = "cold", "warm"
+# Seconds the key child may take: building the objective and tracing each transform.
+# A large model's tracing fits in it; a builder that never returns is stopped by it.
+DEFAULT_TIMEOUT_S = 600.0
 JSON_FIELDS = ("transform", "predicted", "cause", "cache_key", "expected_compile_s", "expected_n",
                "entry", "cache_dir", "details", "prediction_id")
 
@@ -30,17 +33,26 @@ class Outcome:
         return 1 if any(r["predicted"] == COLD for r in self.results) else 0
 
 
-def compute(spec):
-    """probes' key report for a validated spec; one-line errors as exit-2 usage errors."""
+def compute(spec, timeout_s: float = DEFAULT_TIMEOUT_S, flag: str | None = None):
+    """probes' key report for a validated spec; one-line errors as exit-2 usage errors
+    (past ``timeout_s``, one naming ``flag``, the option that sets the limit, if any)."""
     from ledger.probes.errors import ProbeError
-    from ledger.probes.predict import UnpredictableJax, compute_keys
+    from ledger.probes.predict import PredictTimeout, UnpredictableJax, compute_keys
 
     try:
-        return compute_keys(spec)
+        return compute_keys(spec, timeout_s)
     except UnpredictableJax as err:
         raise UsageError(str(err)) from None
+    except PredictTimeout as err:
+        raise UsageError(timed_out(spec, err, flag)) from None
     except ProbeError as err:
         raise LedgerError(str(err)) from None
+
+
+def timed_out(spec, err, flag: str | None) -> str:
+    text = (f"{err}: objective {spec.objective} did not build and trace in time "
+            "(its process was killed)")
+    return text + (f"; give a longer {flag} if it needs more" if flag else "")
 
 
 def judge(conn, spec, report) -> list[dict]:
