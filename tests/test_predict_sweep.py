@@ -50,3 +50,20 @@ def test_plan_predict_on_the_sweeps_own_dirs_is_all_cold_and_needs_no_ledger(tmp
     off = run_cli("sweep", "plan", "--predict", spec, "--db", db)
     assert (off.exit_code, off.output) == (
         2, 'error: cache = "none": nothing is cached, so there is nothing to predict\n')
+
+
+@pytest.mark.jax
+@pytest.mark.slow
+def test_plan_predict_stops_a_task_whose_builder_never_returns(tmp_path, db):
+    from ledger.errors import LedgerError
+    from ledger.sweep.predict import predict_tasks
+    from ledger.sweep.spec import from_dict
+
+    (tmp_path / "stuck.py").write_text("import time\n\ndef build(cell):\n    time.sleep(3600)\n")
+    spec = from_dict({"objectives": ["stuck:build"], "transforms": ["jit"], "cache": str(tmp_path / "c")},
+                     "stuck")
+    with pytest.raises(LedgerError) as err:
+        predict_tasks(spec, str(db), timeout_s=2)
+    assert str(err.value) == ("predict timed out after 2 s: objective stuck:build did not build and trace "
+                              "in time (its process was killed)")
+    assert err.value.exit_code == 2

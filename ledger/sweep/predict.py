@@ -29,7 +29,9 @@ class TaskPrediction:
         return [r for r in self.results if r["predicted"] == "cold"]
 
 
-def predict_tasks(spec: SweepSpec, db: str | None) -> list[TaskPrediction]:
+def predict_tasks(spec: SweepSpec, db: str | None, timeout_s: float | None = None) -> list[TaskPrediction]:
+    """Each task's prediction; a task whose keys take over ``timeout_s`` (None: predict's
+    default) stops the plan with one line, its key process killed."""
     from ledger.predict import run
     from ledger.probes import ProbeSpec
 
@@ -45,7 +47,7 @@ def predict_tasks(spec: SweepSpec, db: str | None) -> list[TaskPrediction]:
             options.pop("cold_warm")
             options.pop("steady_calls", None)
             probe = ProbeSpec.make(**options)
-            results = run.judge(conn, probe, run.compute(probe))
+            results = run.judge(conn, probe, run.compute(probe, timeout_s or run.DEFAULT_TIMEOUT_S))
             if spec.cache in CACHE_POLICIES:
                 for r in results:
                     r["cause"] = FRESH
