@@ -46,12 +46,29 @@ def run_offline() -> None:
         context.run_migrations()
 
 
+def _migrate() -> None:
+    """Run the revisions in one transaction. On SQLite, foreign keys are off while they
+    run (a batch operation rebuilds a table: copy, drop, rename, and dropping check_runs
+    while verdicts point at it fails even deferred) and checked whole before commit."""
+    bind = context.get_bind()
+    raw = bind.connection.driver_connection if bind.dialect.name == "sqlite" else None
+    if raw is not None and not bind.in_transaction():
+        raw.execute("PRAGMA foreign_keys = OFF")  # a no-op inside a transaction
+    try:
+        with context.begin_transaction():
+            context.run_migrations()
+            if raw is not None and (bad := bind.exec_driver_sql("PRAGMA foreign_key_check").first()):
+                raise CommandError(f"the migration leaves a row of {bad[0]} pointing at no {bad[2]} row")
+    finally:
+        if raw is not None and not bind.in_transaction():
+            raw.execute("PRAGMA foreign_keys = ON")
+
+
 def run_online() -> None:
     given = config.attributes.get("connection")
     if given is not None:  # `ledger` passes the connection it opened
         _configure(connection=given)
-        with context.begin_transaction():
-            context.run_migrations()
+        _migrate()
         return
     from sqlalchemy.exc import OperationalError
 
@@ -69,8 +86,7 @@ def run_online() -> None:
             raise CommandError(f"cannot open {redact(url)}: {redact(first_line(exc))}") from None
         with connection:
             _configure(connection=connection)
-            with context.begin_transaction():
-                context.run_migrations()
+            _migrate()
     finally:
         engine.dispose()
 

@@ -29,9 +29,9 @@ def _same(a: str, b: str) -> str:
     return f"{a} IS NOT DISTINCT FROM {b}"
 
 
-def stash(table: str, name: str, columns: list[str], where: str) -> None:
+def stash(table: str, name: str, columns: list[str], where: str, identity: tuple = IDENTITY) -> None:
     """Copy id, identity and `columns` of the rows matching `where` into `name`."""
-    cols = ", ".join(("id", *IDENTITY, *columns))
+    cols = ", ".join(("id", *identity, *columns))
     op.execute(f"DROP TABLE IF EXISTS {name}")
     op.execute(f"CREATE TABLE {name} AS SELECT {cols} FROM {table} WHERE {where}")
     from sqlalchemy import text
@@ -40,14 +40,14 @@ def stash(table: str, name: str, columns: list[str], where: str) -> None:
         op.execute(f"DROP TABLE {name}")  # nothing to keep: leave no empty table behind
 
 
-def restore(table: str, name: str, columns: list[str]) -> None:
+def restore(table: str, name: str, columns: list[str], identity: tuple = IDENTITY) -> None:
     """Put stashed values back (if a stash exists) and drop the stash."""
     bind = op.get_bind()
     from sqlalchemy import inspect
 
     if not inspect(bind).has_table(name):
         return
-    match = " AND ".join([f"s.id = {table}.id", *(_same(f"s.{c}", f"{table}.{c}") for c in IDENTITY)])
+    match = " AND ".join([f"s.id = {table}.id", *(_same(f"s.{c}", f"{table}.{c}") for c in identity)])
     targets = ", ".join(columns)
     values = ", ".join(f"s.{c}" for c in columns)
     op.execute(
@@ -88,3 +88,54 @@ def sqlite_triggers_kept(table: str):
     for name, sql in kept:
         op.execute(f'DROP TRIGGER IF EXISTS "{name}"')
         op.execute(sql)
+
+
+def _table_stash(rev: str, table: str) -> str:
+    return f"{PREFIX}{rev}_{table}"
+
+
+def keep_tables(rev: str, tables: tuple[str, ...]) -> None:
+    """Copy each of `tables` whole into its side table before a downgrade drops, rekeys
+    or deletes any of it (pins of recorded rows, check runs' columns, predictions)."""
+    from sqlalchemy import text
+
+    for table in tables:
+        name = _table_stash(rev, table)
+        op.execute(f"DROP TABLE IF EXISTS {name}")
+        op.execute(f"CREATE TABLE {name} AS SELECT * FROM {table}")
+        if op.get_bind().execute(text(f"SELECT count(*) FROM {name}")).scalar() == 0:
+            op.execute(f"DROP TABLE {name}")
+
+
+def put_back_tables(rev: str, tables: tuple[str, ...], unique: dict | None = None) -> None:
+    """The upgrade's end: each kept row is put back over the row with its id, or added
+    where none has it; rows an older tool wrote in between stay, except one holding a
+    kept row's `unique` {table: column} value (the kept row wins). Updated in place, not
+    deleted and inserted: verdicts point at check_runs by id."""
+    from sqlalchemy import inspect
+
+    bind = op.get_bind()
+    kept = [t for t in tables if inspect(bind).has_table(_table_stash(rev, t))]
+    for table in reversed(kept):  # children first
+        if col := (unique or {}).get(table):
+            name = _table_stash(rev, table)
+            op.execute(f"DELETE FROM {table} WHERE {col} IN (SELECT {col} FROM {name})"
+                       f" AND id NOT IN (SELECT id FROM {name})")
+    for table in kept:  # parents first
+        _put_back(bind, table, _table_stash(rev, table))
+
+
+def _put_back(bind, table: str, name: str) -> None:
+    from sqlalchemy import inspect
+
+    cols = [c["name"] for c in inspect(bind).get_columns(name)]
+    rest = [c for c in cols if c != "id"]
+    op.execute(f"UPDATE {table} SET ({', '.join(rest)}) = (SELECT {', '.join(rest)} FROM {name} AS s"
+               f" WHERE s.id = {table}.id) WHERE id IN (SELECT id FROM {name})")
+    listed = ", ".join(cols)
+    op.execute(f"INSERT INTO {table} ({listed}) SELECT {listed} FROM {name}"
+               f" WHERE id NOT IN (SELECT id FROM {table})")
+    op.execute(f"DROP TABLE {name}")
+    if bind.dialect.name == "postgresql":  # explicit ids leave the sequence behind
+        op.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'),"
+                   f" GREATEST((SELECT max(id) FROM {table}), 1))")

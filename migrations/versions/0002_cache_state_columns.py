@@ -15,10 +15,12 @@ from alembic import op
 from ledger_stash import any_set, restore, stash
 
 # Kept aside by a downgrade below this revision: states the 0003 backfill could not
-# recompute (measured, recorded), and host state. record_key is not kept: the next
-# import recomputes missing keys from the content.
+# recompute (measured, recorded), host state, and record_key (a recorded row's key holds
+# its pid and compile index, which no import could recompute from the legacy fields).
 STASH = "_ledger_stash_0002"
-KEPT = ["cache_state", "cache_state_source", "host_cpu_count", "host_load_avg_1m"]
+KEPT = ["cache_state", "cache_state_source", "host_cpu_count", "host_load_avg_1m", "record_key"]
+INSTRUMENT_STASH = "_ledger_stash_0002_instrument"
+INSTRUMENT_IDENTITY = ("record_kind", "record_json")
 
 revision = "0002"
 down_revision = "0001"
@@ -48,10 +50,12 @@ def upgrade() -> None:
         batch.add_column(sa.Column("record_key", sa.BigInteger))
     _unique_key_index("ux_instrument_records_record_key", "instrument_records")
     restore("compile_records", STASH, KEPT)
+    restore("instrument_records", INSTRUMENT_STASH, ["record_key"], INSTRUMENT_IDENTITY)
 
 
 def downgrade() -> None:
     stash("compile_records", STASH, KEPT, any_set(KEPT))
+    stash("instrument_records", INSTRUMENT_STASH, ["record_key"], "record_key IS NOT NULL", INSTRUMENT_IDENTITY)
     op.drop_index("ux_instrument_records_record_key", "instrument_records")
     with op.batch_alter_table("instrument_records") as batch:
         batch.drop_column("record_key")

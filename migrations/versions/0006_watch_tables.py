@@ -11,6 +11,7 @@ Revises: 0005
 
 import sqlalchemy as sa
 from alembic import op
+from ledger_stash import keep_tables, put_back_tables
 
 revision = "0006"
 down_revision = "0005"
@@ -24,6 +25,9 @@ KEY = [
     ("dataset_class", sa.Text), ("model_type", sa.Text), ("instrument", sa.Text),
     ("transform", sa.Text),
 ]
+
+# what a downgrade below this revision keeps aside (migrations/ledger_stash.py)
+TABLES = ("pins", "pin_history", "check_runs", "verdicts")
 
 
 def upgrade() -> None:
@@ -78,12 +82,13 @@ def upgrade() -> None:
         sa.Column("cause", sa.Text),
         sa.Column("checked_at", sa.Text, nullable=False),
     )
+    put_back_tables(revision, TABLES, {"pins": "pin_key"})
 
 
 def downgrade() -> None:
-    # What these tables hold is derived from compile rows and re-derivable by
-    # `ledger pins update` and `ledger check`, except the audit trail; dropping them
-    # is the documented cost of going below 0006.
+    # pins, their history and the check runs' audit trail are kept aside whole and
+    # come back with the upgrade (migrations/ledger_stash.py)
+    keep_tables(revision, TABLES)
     op.drop_table("verdicts")
     op.drop_table("check_runs")
     op.drop_table("pin_history")

@@ -15,8 +15,8 @@ verdicts say which rule judged.
   and the limit it drew.
 
 Downgrade: pins are re-keyed to the old key; where two shapes of one old key were
-pinned, the oldest pin stays and the others are removed (the documented cost, as
-for 0006: pins are re-derivable by `ledger pins update`).
+pinned, the oldest pin stays and the others are removed. The watch tables are kept aside whole first and put back by the upgrade
+(migrations/ledger_stash.py).
 
 Revision ID: 0008
 Revises: 0007
@@ -27,6 +27,7 @@ from datetime import datetime, timezone
 
 import sqlalchemy as sa
 from alembic import op
+from ledger_stash import keep_tables, put_back_tables
 
 revision = "0008"
 down_revision = "0007"
@@ -40,6 +41,8 @@ NEW_KEY = (*OLD_KEY, "n_batch", "batch_size")
 SHAPE = ("n_batch", "batch_size")
 PIN_COLUMNS = [("n_batch", sa.Integer), ("batch_size", sa.Integer), ("history_n", sa.Integer),
                ("history_median_s", sa.Float), ("history_mad_s", sa.Float), ("threshold_s", sa.Float)]
+
+TABLES = ("pins", "pin_history", "check_runs", "verdicts")
 
 pins = sa.table("pins", sa.column("id", sa.Integer), sa.column("pin_key", sa.Text), sa.column("row_id", sa.Integer),
                 sa.column("compile_s", sa.Float), sa.column("tag", sa.Text), sa.column("timestamp", sa.Text),
@@ -99,6 +102,8 @@ def upgrade() -> None:
     _rekey_history(conn, moves)
     for pin_id in gone:
         _unpin(conn, pin_id)
+    # what a downgrade below this revision kept aside (migrations/ledger_stash.py)
+    put_back_tables(revision, TABLES, {"pins": "pin_key"})
 
 
 def _row_exists(conn, pin_id: int) -> bool:
@@ -118,6 +123,7 @@ def _unpin(conn, pin_id: int) -> None:
 
 
 def downgrade() -> None:
+    keep_tables(revision, TABLES)  # the shapes merged and the columns dropped below
     conn = op.get_bind()
     rows = conn.execute(sa.text(f"SELECT id, pin_key, {', '.join(OLD_KEY)} FROM pins ORDER BY id")).mappings().all()
     kept, moves = set(), {}

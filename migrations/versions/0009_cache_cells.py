@@ -30,6 +30,7 @@ Revises: 0008
 
 import sqlalchemy as sa
 from alembic import op
+from ledger_stash import keep_tables, put_back_tables
 
 revision = "0009"
 down_revision = "0008"
@@ -100,9 +101,13 @@ def upgrade() -> None:
     else:
         for name, when in _SQLITE_TRIGGERS.items():
             op.execute(f"CREATE TRIGGER {name} {when} BEGIN {_RESET}; END")
+    # check runs' upto and pins_digest, kept aside by a downgrade (migrations/ledger_stash.py);
+    # cache_cells is not kept: it is derived, and rebuilt from upto 0 by the next check
+    put_back_tables(revision, ("check_runs",))
 
 
 def downgrade() -> None:
+    keep_tables(revision, ("check_runs",))
     postgres = op.get_bind().dialect.name == "postgresql"
     for name in _PG_TRIGGERS if postgres else _SQLITE_TRIGGERS:
         op.execute(f"DROP TRIGGER IF EXISTS {name}" + (" ON compile_records" if postgres else ""))

@@ -12,6 +12,7 @@ Revises: 0009
 
 import sqlalchemy as sa
 from alembic import op
+from ledger_stash import keep_tables, put_back_tables
 
 revision = "0010"
 down_revision = "0009"
@@ -46,8 +47,10 @@ def upgrade() -> None:
         sa.Column("created_at", sa.Text, nullable=False),  # local ISO time, as row timestamps
     )
     op.create_index("ix_predictions_cache_key", "predictions", ["cache_key"])
+    put_back_tables(revision, ("predictions",))  # kept by a downgrade (migrations/ledger_stash.py)
 
 
 def downgrade() -> None:
+    keep_tables(revision, ("predictions",))
     op.drop_index("ix_predictions_cache_key", "predictions")
     op.drop_table("predictions")

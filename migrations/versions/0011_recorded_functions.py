@@ -8,8 +8,10 @@
   each pin_key only gains the two nulls, in pins, pin_history and verdicts alike.
 
 Downgrade: a pin of a recorded row (function set) has no key without the function,
-and is removed with its history and verdicts' pin_key cleared (pins are re-derivable
-by `ledger pins update`); the rest lose the two nulls again.
+and is removed with its history and verdicts' pin_key cleared; the rest lose the two
+nulls again. The five columns (in _ledger_stash_0011) and the watch tables whole (in
+_ledger_stash_0011_<table>) are kept aside first, and the upgrade puts them back
+(migrations/ledger_stash.py).
 
 Revision ID: 0011
 Revises: 0010
@@ -19,7 +21,7 @@ import json
 
 import sqlalchemy as sa
 from alembic import op
-from ledger_stash import sqlite_triggers_kept
+from ledger_stash import any_set, keep_tables, put_back_tables, restore, sqlite_triggers_kept, stash
 
 revision = "0011"
 down_revision = "0010"
@@ -36,6 +38,9 @@ SHAPE_LEN = 2
 pins = sa.table("pins", sa.column("id", sa.Integer), sa.column("pin_key", sa.Text),
                 sa.column("function", sa.Text))
 KEYED = ("pins", "pin_history", "verdicts")
+TABLES = ("pins", "pin_history", "check_runs", "verdicts")
+STASH = "_ledger_stash_0011"
+NAMES = [name for name, _ in RECORD_COLUMNS]
 
 
 def _with_cell(old: str) -> str:
@@ -64,9 +69,14 @@ def upgrade() -> None:
         for name, type_ in PIN_COLUMNS:
             batch.add_column(sa.Column(name, type_))
     _rekey(op.get_bind(), _with_cell)
+    # what a downgrade below this revision kept aside (migrations/ledger_stash.py)
+    restore("compile_records", STASH, NAMES)
+    put_back_tables(revision, TABLES, {"pins": "pin_key"})
 
 
 def downgrade() -> None:
+    stash("compile_records", STASH, NAMES, any_set(NAMES))
+    keep_tables(revision, TABLES)
     conn = op.get_bind()
     recorded = [r[0] for r in conn.execute(sa.select(pins.c.pin_key).where(pins.c.function.is_not(None)))]
     for key in recorded:
