@@ -99,12 +99,16 @@ RECORDED_FIELDS: dict[str, type] = {
     "pid": int,
     "compile_index": int,
 }
+# Revision 0013: whether jax_enable_x64 was on when JAX compiled (probe and recorded
+# rows alike): a float64 program traced under float32 is another program.
+PRECISION_FIELDS: dict[str, type] = {"x64": bool}
 # The durations of the contract, in seconds: each is a measured time, never negative
 # (record_validation refuses one, as it refuses NaN and infinity in any float). Not
 # durations: the load averages, and cache_min_compile_time_s, a setting of JAX's.
 DURATION_FIELDS = ("trace_s", "compile_s", "first_s", "steady_s", "backend_compile_s")
 # Every column of compile_records besides id and record_key, in column order.
-COMPILE_FIELDS: dict[str, type] = {**LEGACY_FIELDS, **STATE_FIELDS, **PROBE_FIELDS, **RECORDED_FIELDS}
+COMPILE_FIELDS: dict[str, type] = {**LEGACY_FIELDS, **STATE_FIELDS, **PROBE_FIELDS, **RECORDED_FIELDS,
+                                   **PRECISION_FIELDS}
 
 # The fields a probe hands over: all of them but record_kind, which the table sets
 # ('compile'); a probe never writes a sibling record.

@@ -6,6 +6,7 @@ import importlib.metadata
 import os
 
 from ledger.probes import host
+from ledger.probes import jax_internals as ji
 from ledger.probes.measure import record_fields
 
 from ledger.record import STATUS_FAILED, blank_record
@@ -25,7 +26,7 @@ def parent_failed(job: dict, context: dict, transform: str, error: str,
         "objective": job["objective"], "tag": job["tag"],
         "steady_calls": job["steady_calls"],
         "cache_dir": context.get("cache_dir") if context else job["cache_dir"],
-        "xla_flags": os.environ.get("XLA_FLAGS"),
+        "xla_flags": os.environ.get("XLA_FLAGS"), "x64": ji.x64_enabled(),
     })
     if rec["jax_version"] is None:
         rec["jax_version"] = _dist_version("jax")

@@ -106,6 +106,20 @@ def jax_version() -> str:
         return "?"
 
 
+def x64_enabled() -> bool | None:
+    """Whether JAX runs with 64-bit types (jax_enable_x64) now: from its public config,
+    else from what float64 canonicalizes to (public on every jax this supports)."""
+    try:
+        import jax
+    except Exception:  # noqa: BLE001 - no jax: not known
+        return None
+    try:
+        return bool(jax.config.jax_enable_x64)
+    except AttributeError:
+        import numpy
+        return jax.dtypes.canonicalize_dtype(numpy.float64) == numpy.float64
+
+
 def note(what: str, consequence: str) -> None:
     """Record ``jax <version>: <what>; <consequence>``, once per process."""
     with _lock:

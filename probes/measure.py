@@ -197,6 +197,7 @@ class Session:
         a.rec["cache_files_before"] = a.files_before
         a.rec["jax_cache_settings"] = host.dumps(ji.cache_settings())
         a.rec["xla_flags"] = os.environ.get("XLA_FLAGS")
+        a.rec["x64"] = ji.x64_enabled()
         self._enter(a, COMPILING)
         with evidence.CompileWatch() as a.watch:
             t0 = time.perf_counter()

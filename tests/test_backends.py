@@ -23,6 +23,7 @@ from .conftest import (
     run_cli,
     write_json,
 )
+from .ledgers import every_kind_of_row
 
 STATES_SQL = "SELECT cache_state, count(*) FROM compile_records GROUP BY cache_state ORDER BY cache_state"
 # Everything `ledger sql` must never change: rows, states, times, pins.
@@ -141,3 +142,24 @@ def test_a_real_probe_writes_its_rows(any_db):
     assert out.splitlines()[-1].endswith(f"2 rows written to {any_db}")
     assert query(any_db, "SELECT transform, cache_state, status FROM compile_records ORDER BY id") == [
         ("jit", "none", "ok"), ("grad", "none", "ok")]
+
+
+PAST_32_BITS = 2**31 + 7
+
+
+def test_ids_past_2_to_the_31_on_postgresql(pg_db, tmp_path):
+    """PostgreSQL's INTEGER stops at 2^31 - 1: a ledger's ids, the pins and verdicts that
+    point at its rows, and the predictions' row references go past it (0013)."""
+    import psycopg
+
+    _ok("db", "upgrade", "--db", pg_db)
+    with psycopg.connect(pg_db.conninfo) as con:
+        for table in ("compile_records", "pins", "pin_history", "check_runs", "verdicts", "predictions"):
+            con.execute(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), {PAST_32_BITS})")
+    every_kind_of_row(pg_db, tmp_path, seed=3)
+    assert query(pg_db, "SELECT min(id) > 2147483647 FROM compile_records") == [(True,)]
+    assert query(pg_db, "SELECT min(row_id) > 2147483647, min(id) > 2147483647 FROM pins") == [(True, True)]
+    assert query(pg_db, "SELECT min(check_run_id) > 2147483647, min(row_id) > 2147483647 FROM verdicts") \
+        == [(True, True)]
+    top = query(pg_db, "SELECT max(id) FROM compile_records")[0][0]
+    assert top > 2**31 and str(top) in _ok("sql", "SELECT max(id) AS top FROM compile_records", "--db", pg_db)

@@ -142,3 +142,19 @@ def test_every_compile_is_one_row_cold_then_warm_as_the_program_saw_it(tmp_path)
     assert set(states.values()) == {("warm", None)}
     # run 2 found each entry run 1 wrote: the same keys
     assert {r[8] for r in rows2} == {r[8] for r in rows}
+
+
+@pytest.mark.jax
+def test_each_recorded_compile_says_whether_x64_was_on(tmp_path):
+    """A program that turns x64 on itself (as field scripts do, after importing jax):
+    its compiles before say off, after say on."""
+    prog = program(tmp_path, "import jax, jax.numpy as jnp\n"
+                             "jax.jit(lambda x: x * 2)(jnp.ones(3))\n"
+                             "jax.config.update('jax_enable_x64', True)\n"
+                             "jax.jit(lambda x: x + 1)(jnp.ones(3))\n", name="x64.py")
+    db = tmp_path / "ledger.db"
+    out = recorded(tmp_path, db, sys.executable, prog, env={"JAX_ENABLE_X64": "0"})
+    assert out.returncode == 0, out.stderr
+    rows = query(db, "SELECT function, input_signature, x64 FROM compile_records WHERE function_kind = 'jit'"
+                     " ORDER BY id")
+    assert rows == [("jit__lambda", "f32[3] -> f32[3]", 0), ("jit__lambda", "f64[3] -> f64[3]", 1)], rows

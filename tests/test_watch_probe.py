@@ -19,8 +19,8 @@ LEDGER = shutil.which("ledger", path=str(Path(sys.executable).parent)) or "ledge
 FLAG = "--xla_cpu_enable_fast_math=false"
 
 
-def _ledger(*args, env):
-    return subprocess.run([LEDGER, *map(str, args)], capture_output=True, text=True, env=env, check=False)
+def _ledger(*args, env, cwd=None):
+    return subprocess.run([LEDGER, *map(str, args)], capture_output=True, text=True, env=env, check=False, cwd=cwd)
 
 
 @pytest.mark.jax
@@ -56,3 +56,38 @@ def test_changed_xla_flags_send_the_cell_cold_and_check_names_them(tmp_path, db)
     assert explain.returncode == 0, explain.stderr
     assert "cause: XLA flags" in explain.stdout.splitlines()
     assert f"  xla_flags: (none) -> {FLAG}" in explain.stdout.splitlines()
+
+
+# A builder in the field's way: its arrays take JAX's default float type (float64 under x64).
+X64_OBJECTIVE = """
+import jax.numpy as jnp
+
+
+def build(cell):
+    def fn(x):
+        return jnp.sum(jnp.sin(x) ** 2)
+    return fn, jnp.linspace(0.0, 1.0, 8)
+"""
+
+
+@pytest.mark.jax
+@pytest.mark.slow
+def test_x64_turned_on_is_recorded_and_named_as_its_own_cause(tmp_path, db):
+    """A likelihood that expects float64 ran in float32 until JAX_ENABLE_X64 was exported:
+    each row says which, and the cold compile after the switch is named for it."""
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_ENABLE_X64")}
+    (tmp_path / "lens64.py").write_text(X64_OBJECTIVE)
+    probe = ("probe", "--objective", "lens64:build", "--transforms", "jit", "--cache-dir", tmp_path / "jax-cache",
+             "--db", db)
+    for tag, x64 in (("f32", "0"), ("f32-again", "0"), ("f64", "1")):
+        run = _ledger(*probe, "--tag", tag, env={**env, "JAX_ENABLE_X64": x64}, cwd=tmp_path)
+        assert run.returncode == 0, run.stderr
+    assert query(db, "SELECT tag, cache_state, x64 FROM compile_records ORDER BY id") == [
+        ("f32", "cold", 0), ("f32-again", "warm", 0), ("f64", "cold", 1)]
+    (cold,) = query(db, "SELECT id FROM compile_records WHERE tag = 'f64'")[0]
+    explain = _ledger("explain", cold, "--db", db, env=env)
+    assert explain.returncode == 0, explain.stderr
+    cause = next(line for line in explain.stdout.splitlines() if line.startswith("cause: "))
+    assert cause.startswith("cause: precision: jax_enable_x64 changed (off in the warm row, on now)"), cause
+    check = _ledger("check", "--db", db, env=env)
+    assert check.returncode == 1 and "is cold: precision: jax_enable_x64 changed" in check.stdout, check.stdout

@@ -150,6 +150,7 @@ class Recorder:
             "cache_min_entry_size_bytes": _num(int, ji.option(ji.OPT_MIN_ENTRY_SIZE)),
             "jax_cache_settings": _dumps(ji.cache_settings()),
             "xla_flags": os.environ.get("XLA_FLAGS"),
+            "x64": ji.x64_enabled(),
             "timestamp": now_timestamp(),
             "_prov": {"jaxpr_trace_s": self._trace_s, "lower_s": self._lower_s},
         })

@@ -23,11 +23,14 @@ metadata = sa.MetaData(
 
 
 _SA_TYPES = {str: sa.Text, float: sa.Float, int: sa.Integer, bool: sa.Boolean}
+# Ids, row references and row counts: 64-bit on PostgreSQL (0013), where INTEGER stops at
+# 2^31 - 1; SQLite's INTEGER is 64-bit, and only "INTEGER PRIMARY KEY" is its rowid.
+ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 compile_records = sa.Table(
     "compile_records",
     metadata,
-    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("id", ID, primary_key=True),
     *(sa.Column(name, _SA_TYPES[t]) for name, t in COMPILE_FIELDS.items()),
     sa.Column("record_key", sa.BigInteger, unique=True),
 )
@@ -35,7 +38,7 @@ compile_records = sa.Table(
 instrument_records = sa.Table(
     "instrument_records",
     metadata,
-    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("id", ID, primary_key=True),
     sa.Column("record_kind", sa.Text, nullable=False),
     sa.Column("record_json", sa.Text, nullable=False),
     *(sa.Column(name, sa.Text) for name in INSTRUMENT_COLUMNS),
@@ -49,10 +52,10 @@ _KEY_TYPES = {name: _SA_TYPES[COMPILE_FIELDS[name]] for name in COMPARABILITY_KE
 pins = sa.Table(
     "pins",
     metadata,
-    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("id", ID, primary_key=True),
     sa.Column("pin_key", sa.Text, nullable=False, unique=True),
     *(sa.Column(name, kind) for name, kind in _KEY_TYPES.items()),
-    sa.Column("row_id", sa.Integer, nullable=False),
+    sa.Column("row_id", ID, nullable=False),
     sa.Column("compile_s", sa.Float, nullable=False),
     sa.Column("tag", sa.Text),
     sa.Column("timestamp", sa.Text),
@@ -61,7 +64,7 @@ pins = sa.Table(
     # the key's own warm history when it was pinned (revision 0008; NULL until
     # `ledger pins update` computes it): n rows, median, MAD, and the threshold drawn
     # from them where n is enough
-    sa.Column("history_n", sa.Integer),
+    sa.Column("history_n", ID),
     sa.Column("history_median_s", sa.Float),
     sa.Column("history_mad_s", sa.Float),
     sa.Column("threshold_s", sa.Float),
@@ -70,13 +73,13 @@ pins = sa.Table(
 pin_history = sa.Table(
     "pin_history",
     metadata,
-    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("id", ID, primary_key=True),
     sa.Column("pin_key", sa.Text, nullable=False, index=True),
-    sa.Column("old_row_id", sa.Integer),
+    sa.Column("old_row_id", ID),
     sa.Column("old_compile_s", sa.Float),
     sa.Column("old_tag", sa.Text),
     sa.Column("old_timestamp", sa.Text),
-    sa.Column("new_row_id", sa.Integer, nullable=False),
+    sa.Column("new_row_id", ID, nullable=False),
     sa.Column("new_compile_s", sa.Float, nullable=False),
     sa.Column("new_tag", sa.Text),
     sa.Column("new_timestamp", sa.Text),
@@ -87,7 +90,7 @@ pin_history = sa.Table(
 check_runs = sa.Table(
     "check_runs",
     metadata,
-    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("id", ID, primary_key=True),
     sa.Column("checked_at", sa.Text, nullable=False),
     sa.Column("tolerance", sa.Float, nullable=False),
     sa.Column("filters", sa.Text),
@@ -102,14 +105,14 @@ check_runs = sa.Table(
 verdicts = sa.Table(
     "verdicts",
     metadata,
-    sa.Column("id", sa.Integer, primary_key=True),
-    sa.Column("check_run_id", sa.Integer, sa.ForeignKey("check_runs.id"), nullable=False, index=True),
-    sa.Column("pin_id", sa.Integer),
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("check_run_id", ID, sa.ForeignKey("check_runs.id"), nullable=False, index=True),
+    sa.Column("pin_id", ID),
     sa.Column("pin_key", sa.Text),
-    sa.Column("row_id", sa.Integer),
+    sa.Column("row_id", ID),
     # ok rows are one verdict per pin and run: n_rows of them, row_id the newest,
     # compile_s and ratio the slowest. Every other verdict is one row.
-    sa.Column("n_rows", sa.Integer, nullable=False, server_default="1"),
+    sa.Column("n_rows", ID, nullable=False, server_default="1"),
     sa.Column("compile_s", sa.Float),
     sa.Column("pin_compile_s", sa.Float),
     sa.Column("ratio", sa.Float),
@@ -131,13 +134,13 @@ cache_cells = sa.Table(
     sa.Column("newest", sa.Text, nullable=False),
     sa.Column("last_warm", sa.Text),
     sa.Column("first_cold", sa.Text),
-    sa.Column("n_cold", sa.Integer, nullable=False),
+    sa.Column("n_cold", ID, nullable=False),
 )
 
 cache_cells_state = sa.Table(
     "cache_cells_state",
     metadata,
-    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("id", ID, primary_key=True),
     sa.Column("upto", sa.BigInteger, nullable=False),
     sa.Column("cell_fields", sa.Text),
 )
@@ -146,17 +149,17 @@ cache_cells_state = sa.Table(
 predictions = sa.Table(
     "predictions",
     metadata,
-    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("id", ID, primary_key=True),
     sa.Column("cache_key", sa.Text, nullable=False, index=True),
     sa.Column("predicted", sa.Text, nullable=False),
     sa.Column("cause", sa.Text),
     sa.Column("expected_compile_s", sa.Float),
-    sa.Column("expected_n", sa.Integer),
+    sa.Column("expected_n", ID),
     sa.Column("transform", sa.Text, nullable=False),
     sa.Column("objective", sa.Text),
     *(sa.Column(name, _SA_TYPES[COMPILE_FIELDS[name]]) for name in (
         "dataset_class", "model_type", "instrument", "n_batch", "batch_size", "mixed_precision",
-        "hardware", "hostname", "jax_version", "cache_dir", "program_fingerprint")),
-    sa.Column("after_row_id", sa.Integer, nullable=False, server_default="0"),
+        "hardware", "hostname", "jax_version", "cache_dir", "program_fingerprint", "x64")),
+    sa.Column("after_row_id", ID, nullable=False, server_default="0"),
     sa.Column("created_at", sa.Text, nullable=False),
 )

@@ -17,6 +17,7 @@ from ledger.watch.keys import same_as_sql
 COMPUTATION = "computation"
 UNKNOWN_CAUSE = "cause unknown"
 EMPTY_DIR = "cache dir was empty before the compile"
+PRECISION = "precision: jax_enable_x64 changed"
 SAME_KEY = "same cache key as the warm row (its entry was removed or never written)"
 # The columns that show a component's actual values, where the probe recorded them.
 SHOWN_BY = {"XLA flags": "xla_flags", "jax_lib version": "jaxlib_version"}
@@ -40,9 +41,22 @@ def _computation(cold, warm) -> str:
     return f"{COMPUTATION} (program changed)" if before != after else f"{COMPUTATION} (same program, different hash)"
 
 
+def _precision(cold, warm) -> list[str]:
+    """x64 on one side and off on the other: float64 traced as float32 (or the reverse)
+    is another program, whatever else differs; unknown on either side says nothing."""
+    before, after = warm.get("x64"), cold.get("x64")
+    if before is None or after is None or bool(before) == bool(after):
+        return []
+    return [f"{PRECISION} ({_on(before)} in the warm row, {_on(after)} now)"]
+
+
+def _on(value) -> str:
+    return "on" if value else "off"
+
+
 def diagnose(cold: dict, warm: dict) -> list[str]:
     """The causes, from the evidence on both rows; never empty."""
-    causes = []
+    causes = _precision(cold, warm)
     if cold.get("cache_files_before") == 0:
         causes.append(EMPTY_DIR)
     a, b = _components(warm), _components(cold)
