@@ -16,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from ledger.predict.store import SCORED_SQL, STORED, save
+from ledger.merge.predictions import COLUMNS
+from ledger.predict.store import SCORED_SQL, save
 from ledger.record import COMPARABILITY_KEY
 from ledger.record_validation import TIMESTAMP_FORM
+from ledger.storage.models import predictions
 from ledger.storage.open import open_ledger
 from ledger.storage.revisions import HEAD
 
@@ -423,7 +425,9 @@ SCORED_BY_SQL = ("SELECT p.hostname, p.cache_key, p.predicted, r.tag, r.cache_st
                  f" FROM ({SCORED_SQL.format(where='')}) s"
                  " JOIN predictions p ON p.id = s.prediction_id JOIN compile_records r ON r.id = s.row_id"
                  " ORDER BY p.hostname, p.cache_key")
-PREDICTIONS_SQL = f"SELECT {', '.join(STORED)}, created_at FROM predictions ORDER BY hostname, cache_key"
+# every column but the two that are positions in a ledger: id and after_row_id
+PREDICTIONS_SQL = (f"SELECT {', '.join(c.name for c in predictions.c if c.name not in ('id', 'after_row_id'))}"
+                   " FROM predictions ORDER BY hostname, cache_key")
 
 
 def _row(path, host, cache_key, tag, state, minute):
@@ -480,6 +484,10 @@ def test_predictions_arrive_once_and_stay_scored_by_their_row(any_db, tmp_path):
         " 0 predictions added, 2 already here;")
     assert query(any_db, SCORED_BY_SQL)[:2] == query(a, SCORED_BY_SQL) == [
         ("node-a", "k1", "warm", "node-a-second", "warm"), ("node-a", "k2", "cold", "node-a-third", "cold")]
+
+
+def test_every_column_of_a_prediction_is_read_and_checked():
+    assert sorted(COLUMNS) == sorted(c.name for c in predictions.c)
 
 
 @pytest.mark.slow

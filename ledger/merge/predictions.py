@@ -32,15 +32,17 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ledger.errors import LedgerError, first_line
 from ledger.merge.rows import checked, chunks, shown, sqlite_bools
-from ledger.predict.store import SCORED_SQL, STORED
+from ledger.predict.store import SCORED_SQL
 from ledger.record import CACHE_STATES, COMPILE_FIELDS
 from ledger.record_validation import INT64, TIMESTAMP_FORM, RecordError, compile_row, text_ok, timestamp_ok
 from ledger.storage.bulk import lookup
 from ledger.storage.models import compile_records, predictions
 
 IDENTITY = ("hostname", "cache_dir", "cache_key", "transform", "created_at")
-_CELL = tuple(name for name in STORED if name in COMPILE_FIELDS)  # typed as compile_records' columns
-_COLUMNS = ("id", *STORED, "after_row_id", "created_at")
+# Every column is carried: those of compile_records checked as its columns, the rest here.
+_CELL = tuple(c.name for c in predictions.c if c.name in COMPILE_FIELDS)
+_OWN = ("predicted", "cause", "expected_compile_s", "expected_n", "created_at")
+COLUMNS = ("id", *_CELL, *_OWN, "after_row_id")
 
 
 @dataclass
@@ -135,7 +137,7 @@ def copy_predictions(src, dest, display: str, scored_by: dict[int, int], keys: d
     """`scored_by`: scoring_rows() of the source; `keys`: {source row id: record_key},
     the scoring rows' among them (the compile rows are in the destination already)."""
     out, held, after = PredictionMerge(), _held(dest), _placement(dest, scored_by, keys)
-    for raws in chunks(src, display, "predictions", _COLUMNS):
+    for raws in chunks(src, display, "predictions", COLUMNS):
         new = []
         for raw, row in zip(raws, checked(raws, checked_prediction, display, "prediction")):
             identity = tuple(row[name] for name in IDENTITY)
