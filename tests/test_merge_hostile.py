@@ -232,8 +232,9 @@ def _all_valid(db) -> None:
     stored (SQLite's 0/1 for a boolean made true/false), with a 64-bit key."""
     for raw in _raw_rows(db, "compile_records", (*COMPILE_FIELDS, "record_key")):
         rec = {name: raw[name] for name in COMPILE_FIELDS}
-        if type(rec["mixed_precision"]) is int:
-            rec["mixed_precision"] = bool(rec["mixed_precision"])
+        for name, kind in COMPILE_FIELDS.items():  # every boolean column (mixed_precision, x64)
+            if kind is bool and type(rec[name]) is int:
+                rec[name] = bool(rec[name])
         compile_row(rec)
         assert type(raw["record_key"]) is int and INT64[0] <= raw["record_key"] <= INT64[1]
     for raw in _raw_rows(db, "instrument_records", ("record_json", "hardware", "record_key")):
