@@ -11,12 +11,8 @@ from ledger.cli.options import DbOpt
 app = typer.Typer(help="Schema migrations (the same revisions `alembic` runs).", no_args_is_help=True)
 
 
-def _migrate(direction: str, revision: str, db: str | None) -> None:
-    from ledger.storage.open import open_ledger
-
-    with open_ledger(db, "migrate", create=direction == "upgrade") as ledger:
-        ledger.migrate(direction, revision)
-        typer.echo(f"at revision {ledger.revision or 'base (empty)'}")
+def _at(revision: str | None) -> None:
+    typer.echo(f"at revision {revision or 'base (empty)'}")
 
 
 @app.command("upgrade")
@@ -25,7 +21,9 @@ def upgrade_cmd(
     db: DbOpt = None,
 ) -> None:
     """Upgrade the schema (and run data migrations) to REVISION."""
-    _migrate("upgrade", revision, db)
+    from ledger import command
+
+    _at(command.upgrade(db, revision))
 
 
 @app.command("downgrade")
@@ -34,17 +32,18 @@ def downgrade_cmd(
     db: DbOpt = None,
 ) -> None:
     """Downgrade the schema to REVISION (lossless: see the README)."""
-    _migrate("downgrade", revision, db)
+    from ledger import command
+
+    _at(command.downgrade(revision, db))
 
 
 @app.command("current")
 def current_cmd(db: DbOpt = None) -> None:
     """Print the database's revision and whether it is at head."""
-    from ledger.storage.open import open_ledger
+    from ledger import command
     from ledger.storage.revisions import EMPTY, HEAD, HEAD_
 
-    with open_ledger(db, "migrate") as ledger:
-        rev, status = ledger.revision, ledger.status
+    rev, status = command.current(db)
     if status == EMPTY:
         typer.echo("no revision (empty database)")
     elif status == HEAD_:

@@ -19,10 +19,8 @@ def import_cmd(
     db: DbOpt = None,
 ) -> None:
     """Import legacy JSON results: all or nothing, and idempotent."""
-    from ledger.legacy.importer import find_json_files, import_paths
-    from ledger.storage.open import open_ledger
+    from ledger import command
 
-    find_json_files(paths)  # a missing path fails before any database is made
 
     def progress(files):
         if not sys.stderr.isatty():
@@ -31,8 +29,7 @@ def import_cmd(
         with typer.progressbar(files, label="reading", file=sys.stderr) as bar:
             yield from bar
 
-    with open_ledger(db, "write") as ledger:
-        summary = import_paths(ledger.engine, paths, skip_invalid=skip_invalid, progress=progress)
+    summary = command.import_json(paths, db, skip_invalid=skip_invalid, progress=progress)
     for msg in summary.skipped:
         typer.echo(f"skipped: {msg}", err=True)
     states = ", ".join(f"{s} {summary.by_state.get(s, 0)}" for s in CACHE_STATES)
@@ -51,14 +48,10 @@ def export_cmd(
     db: DbOpt = None,
 ) -> None:
     """Export the ledger as JSON (legacy shape plus new fields) or CSV."""
+    from ledger import command
     from ledger.files import atomic_write
-    from ledger.legacy.exporter import FORMATS, render
-    from ledger.storage.open import open_ledger
 
-    if fmt not in FORMATS:
-        raise LedgerError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
-    with open_ledger(db, "read") as ledger:
-        content = render(ledger.engine, fmt)
+    content = command.export(db, fmt)
     if output is None:
         typer.echo(content, nl=False)
         return

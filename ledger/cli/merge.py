@@ -15,9 +15,9 @@ def merge_cmd(
     db: DbOpt = None,
 ) -> None:
     """Merge per-node ledgers into this one: idempotent, all or nothing; conflicts listed."""
-    from ledger.merge import merge
+    from ledger import command
 
-    display, summaries = merge(sources, db)
+    display, summaries = command.merge(sources, db)
     for s in summaries:
         typer.echo(f"merged {one_line(s.line())}")
         for conflict in (*s.conflicts, *s.pins.conflicts):

@@ -34,12 +34,10 @@ def update_cmd(
     db: DbOpt = None,
 ) -> None:
     """Pin every unpinned key to its newest warm ok row; existing pins move only with --repin."""
-    from ledger.storage.open import open_ledger
-    from ledger.watch.pins import update_pins
+    from ledger import command
 
     filters = filters_of(hardware, hostname, dataset_class, model_type, instrument, transform)
-    with open_ledger(db, "read" if check else "write", create=False) as ledger:
-        plan = update_pins(ledger.engine, filters=filters, repin=repin, allow_loaded=allow_loaded, dry_run=check)
+    plan = command.pins_update(db, filters=filters, repin=repin, allow_loaded=allow_loaded, dry_run=check)
     from ledger.output import shown
 
     for change in plan.changes:
@@ -57,11 +55,9 @@ def list_cmd(
     db: DbOpt = None,
 ) -> None:
     """List the pins."""
+    from ledger import command
     from ledger.output import format_json, format_table
-    from ledger.storage.open import open_ledger
-    from ledger.watch.pins import list_pins
 
     filters = filters_of(hardware, hostname, dataset_class, model_type, instrument, transform)
-    with open_ledger(db, "read") as ledger:
-        columns, rows = list_pins(ledger.engine, filters)
+    columns, rows = command.pins_list(db, filters=filters)
     typer.echo((format_json if json else format_table)(columns, rows), nl=False)

@@ -52,43 +52,33 @@ def probe_cmd(
     db: DbOpt = None,
 ) -> None:
     """Measure an objective under JAX transforms; one row per transform."""
-    from ledger.output import format_table
-    from ledger.probes import ProbeError, ProbeSpec, Progress, run_probe
-    from ledger.storage.open import open_ledger
-    from ledger.storage.writer import add_compile_record
+    from ledger import command
+    from ledger.probes import Progress
 
     # a repeated -t adds to the list (it used to keep only the last, silently)
     transforms = ",".join(transforms) if transforms else None
-    given = {"objective": objective, "transforms": transforms, "cache_dir": cache_dir, "tag": tag,
-                 "n_batch": n_batch, "batch_size": batch_size, "steady_calls": steady_calls,
-                 "dataset_class": dataset_class, "instrument": instrument, "model_type": model_type,
-                 "mixed_precision": mixed_precision or None, "isolate": isolate or None,
-                 "cold_warm": cold_warm or None}
-    rows: list[dict] = []
-    try:
-        spec = ProbeSpec.make(**{k: v for k, v in given.items() if v is not None})
-        # Bad flags fail above, before any database is made; the revision gate below,
-        # before minutes of compiling.
-        with open_ledger(db, "write") as ledger:
+    with Progress() as progress:
+        run = command.probe(db, on_progress=progress, objective=objective, transforms=transforms,
+                            cache_dir=cache_dir, tag=tag, n_batch=n_batch, batch_size=batch_size,
+                            steady_calls=steady_calls, dataset_class=dataset_class, instrument=instrument,
+                            model_type=model_type, mixed_precision=mixed_precision or None,
+                            isolate=isolate or None, cold_warm=cold_warm or None)
+    show(run)
 
-            def on_record(record: dict) -> None:
-                add_compile_record(ledger.engine, record)  # committed now: a later crash keeps it
-                rows.append(record)
 
-            with Progress() as progress:
-                outcome = run_probe(spec, on_record=on_record, on_progress=progress)
-    except ProbeError as exc:
-        raise LedgerError(str(exc)) from None
-    table = [[_seconds(r.get(c)) if c.endswith("_s") else r.get(c) for c in SUMMARY_COLUMNS] for r in rows]
+def show(run) -> None:
+    """A probe run for people (`ledger probe`, a sweep task's log): its rows, where they
+    went, JAX internals it could not use; a failed transform is the command's error."""
+    from ledger.output import format_table
+
+    table = [[_seconds(r.get(c)) if c.endswith("_s") else r.get(c) for c in SUMMARY_COLUMNS] for r in run.rows]
     typer.echo(format_table(SUMMARY_COLUMNS, table), nl=False)
-    typer.echo(f"run {outcome.run_id}: {len(rows)} rows written to {ledger.display}")
-    from ledger.probes.jax_internals import notes_of
-
-    for line in notes_of(rows):  # a JAX internal the probe could not use: once each
+    typer.echo(f"run {run.run_id}: {len(run.rows)} rows written to {run.display}")
+    for line in run.notes:  # a JAX internal the probe could not use: once each
         typer.echo(line, err=True)
-    if outcome.failed:
-        failed = ", ".join(f"{r['transform']} ({(r.get('error') or '').splitlines()[0][:120]})" for r in outcome.failures)
-        raise LedgerError(f"{len(outcome.failures)} transform(s) failed: {failed}")
+    if run.failures:
+        failed = ", ".join(f"{r['transform']} ({(r.get('error') or '').splitlines()[0][:120]})" for r in run.failures)
+        raise LedgerError(f"{len(run.failures)} transform(s) failed: {failed}")
 
 
 def objectives_cmd() -> None:

@@ -25,37 +25,22 @@ def report_cmd(
     db: DbOpt = None,
 ) -> None:
     """Markdown report: one table per host key (hardware, hostname, jax, precision), never ranked across keys."""
-    from ledger.filters import refuse_unmatched
-    from ledger.report import lines, predictions, recorded, text
-    from ledger.storage.open import open_ledger
+    from ledger import command
 
     if check and update is None:
         raise typer.BadParameter("--check needs --update FILE", param_hint="--check")
     filters = {"model_type": model_type, "hostname": hostname}
-    with open_ledger(db, "read") as ledger:
-        with ledger.engine.connect() as conn:  # a typo'd filter is not an empty report
-            refuse_unmatched(conn, filters, "nothing to report")
-        if html is not None:
-            _write_html(ledger.engine, html, filters)
-        if update is None and html is not None:
+    if html is not None:
+        tables, charts = command.report_html(html, db, filters=filters)
+        typer.echo(f"wrote {html} ({_count(tables, 'table')}, {_count(charts, 'chart')})")
+        if update is None:
             return  # who asked for a file wants to hear what was written, not the report again
-        report = text.markdown(lines.build(ledger.engine, filters), recorded.build(ledger.engine, filters))
-        if update is None:  # how often `ledger predict` held: on stdout, not in a README block
-            report += predictions.markdown(ledger.engine, hostname)
+    # how often `ledger predict` held: on stdout, not in a README block
+    report = command.report(db, filters=filters, predictions=update is None)
     if update is None:
         typer.echo(report, nl=False)
     else:
         _update(update, report, check)
-
-
-def _write_html(engine, path: Path, filters: dict) -> None:
-    from ledger.report.html import write_html
-
-    try:
-        tables, charts = write_html(engine, path, filters)
-    except OSError as exc:
-        raise LedgerError(f"cannot write {path}: {exc.strerror}") from None
-    typer.echo(f"wrote {path} ({_count(tables, 'table')}, {_count(charts, 'chart')})")
 
 
 def _count(n: int, noun: str) -> str:

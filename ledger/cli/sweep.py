@@ -341,7 +341,8 @@ def resume_cmd(
 @app.command("task", hidden=True)
 def task_cmd(sweep_dir: Path, index: int) -> None:
     """One task of a sweep: what a job array task (or `run`) executes."""
-    from ledger.cli.probe import probe_cmd
+    from ledger import command
+    from ledger.cli.probe import show
     from ledger.probes.host import SWEEP_ID_ENV, SWEEP_TASK_ENV
     from ledger.sweep.spec import probe_options
     from ledger.sweep.store import open_sweep
@@ -351,5 +352,5 @@ def task_cmd(sweep_dir: Path, index: int) -> None:
         raise LedgerError(f"sweep {sweep.sweep_id} has tasks 0 to {len(sweep.tasks) - 1}, not {index}")
     os.environ[SWEEP_ID_ENV], os.environ[SWEEP_TASK_ENV] = sweep.sweep_id, str(index)
     options = probe_options(sweep.spec, sweep.tasks[index], sweep.cache_dir(index))
-    options["transforms"] = list(options["transforms"])  # as repeated -t
-    probe_cmd(**options, tag=f"sweep {sweep.sweep_id} task {index}", db=sweep.task_db(index))
+    options["transforms"] = ",".join(options["transforms"])
+    show(command.probe(sweep.task_db(index), **options, tag=f"sweep {sweep.sweep_id} task {index}"))

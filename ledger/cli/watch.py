@@ -51,13 +51,12 @@ def check_cmd(
     Exit 1 on a regression, went-cold, cache-off, or a cache-not-reused that is not
     by design; 0 when clean (jax-changed only informs). Each run is stored
     (check_runs, verdicts)."""
+    from ledger import command
     from ledger.output import shown
-    from ledger.storage.open import open_ledger
-    from ledger.watch.check import finding_lines, run_check
+    from ledger.watch.check import finding_lines
 
     filters = filters_of(hardware, hostname, dataset_class, model_type, instrument, transform)
-    with open_ledger(db, "write", create=False) as ledger:
-        result = run_check(ledger.engine, tolerance=tolerance, filters=filters, since=since, min_diff=min_diff)
+    result = command.check(db, tolerance=tolerance, filters=filters, since=since, min_diff=min_diff)
     if json:
         typer.echo(result.as_json(), nl=False)
     else:
@@ -74,11 +73,9 @@ def explain_cmd(
 ) -> None:
     """Why a cold row was cold (what differs from its cell's last warm row, a jax bump, a cache
     never reused), or why a row had no cache (cache-off)."""
-    from ledger.storage.open import open_ledger
-    from ledger.watch.explain import explain_row
+    from ledger import command
 
-    with open_ledger(db, "read") as ledger:
-        diagnosis = explain_row(ledger.engine, row_id)
+    diagnosis = command.explain(row_id, db)
     from ledger.output import shown
 
     typer.echo("\n".join(map(shown, diagnosis.lines())))

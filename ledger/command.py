@@ -1,0 +1,228 @@
+"""The ledger's verbs as a library: one function per command, as Alembic's `command`.
+
+Each takes the ledger (``db``: a SQLite path or a database URL; None: LEDGER_DB, else
+./ledger.db, as the CLI resolves it), opens it the one way (storage/open.py, in the mode
+the verb needs: ``read`` never writes, on any backend), and returns a result the CLI
+prints and a notebook keeps. Errors are LedgerError (one line; ``exit_code`` on it).
+The CLI files (ledger/cli/) parse, call one of these, and print. docs/python-api.md
+shows them in use.
+
+    from ledger import command
+    run = command.probe(objective="toy", transforms="jit,vag", cache_dir="/tmp/jc", db="ledger.db")
+    result = command.check(db="ledger.db")
+    print(result.summary(), [f.verdict for f in result.findings])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ledger.errors import LedgerError
+
+
+def _open(db, mode: str, **kw):
+    from ledger.storage.open import open_ledger
+
+    return open_ledger(None if db is None else str(db), mode, **kw)
+
+
+# -- measuring ----------------------------------------------------------------------------
+
+
+@dataclass
+class ProbeRun:
+    """What one `probe` wrote: its run id, its rows as written, where, the transforms that
+    failed, and lines about JAX internals the probe could not use."""
+
+    run_id: str
+    rows: list[dict]
+    display: str
+    failures: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def probe(db=None, *, on_record: Callable[[dict], None] | None = None, on_progress=None, **options) -> ProbeRun:
+    """`ledger probe`: measure an objective under JAX transforms, one row per transform,
+    each committed the moment it is measured. ``options`` are ProbeSpec's (objective,
+    transforms, cache_dir, tag, n_batch, ...; unset: its defaults). ``on_progress`` gets
+    the probe's progress events (the CLI's live display)."""
+    from ledger.probes import ProbeError, ProbeSpec, run_probe
+    from ledger.probes.jax_internals import notes_of
+    from ledger.storage.writer import add_compile_record
+
+    rows: list[dict] = []
+    try:
+        spec = ProbeSpec.make(**{k: v for k, v in options.items() if v is not None})
+        # bad options fail above, before any database is made; the revision gate below,
+        # before minutes of compiling
+        with _open(db, "write") as ledger:
+
+            def write(record: dict) -> None:
+                add_compile_record(ledger.engine, record)  # committed now: a later crash keeps it
+                rows.append(record)
+                if on_record is not None:
+                    on_record(record)
+
+            outcome = run_probe(spec, on_record=write, on_progress=on_progress)
+    except ProbeError as exc:
+        raise LedgerError(str(exc)) from None
+    return ProbeRun(outcome.run_id, rows, ledger.display, list(outcome.failures), notes_of(rows))
+
+
+def predict(db=None, *, timeout: float | None = None, **options):
+    """`ledger predict`: warm or cold for each transform, before anything compiles;
+    stored. Returns ledger.predict.run.Outcome (results, notes, exit_code) and the key
+    report (its context: host, jax, cache dir)."""
+    from ledger.predict import run
+
+    spec = run.spec_of(options)
+    report = run.compute(spec, run.DEFAULT_TIMEOUT_S if timeout is None else timeout, "timeout")
+    with _open(db, "write") as ledger:
+        return run.predict(spec, ledger.engine, report), report
+
+
+def recording(db=None, **options):
+    """`ledger record` for a block of Python: every compile inside is a row
+    (ledger.recording, the same context manager)."""
+    from ledger import recording as _recording
+
+    return _recording(db=db, **options)
+
+
+# -- the schema -----------------------------------------------------------------------------
+
+
+def upgrade(db=None, revision: str = "head") -> str | None:
+    """`ledger db upgrade`: the schema (and data migrations) to ``revision``; the revision
+    the database is at after (None: base)."""
+    with _open(db, "migrate", create=True) as ledger:
+        ledger.migrate("upgrade", revision)
+        return ledger.revision
+
+
+def downgrade(revision: str, db=None) -> str | None:
+    """`ledger db downgrade`: lossless (docs/migrations.md); the revision it is at after."""
+    with _open(db, "migrate", create=False) as ledger:
+        ledger.migrate("downgrade", revision)
+        return ledger.revision
+
+
+def current(db=None) -> tuple[str | None, str]:
+    """`ledger db current`: (revision, status: head, older, newer, empty or foreign)."""
+    with _open(db, "migrate") as ledger:
+        return ledger.revision, ledger.status
+
+
+# -- moving rows ----------------------------------------------------------------------------
+
+
+def import_json(paths: Iterable, db=None, *, skip_invalid: bool = False, progress=None):
+    """`ledger import`: legacy JSON results (files or folders), all or nothing, idempotent.
+    Returns the importer's summary (records, files, added_compile, duplicates, skipped...)."""
+    from ledger.legacy.importer import find_json_files, import_paths
+
+    paths = [Path(p) for p in paths]
+    find_json_files(paths)  # a missing path fails before any database is made
+    with _open(db, "write") as ledger:
+        return import_paths(ledger.engine, paths, skip_invalid=skip_invalid, progress=progress)
+
+
+def export(db=None, fmt: str = "json") -> str:
+    """`ledger export`: the whole ledger as JSON (the legacy shape plus new fields) or CSV."""
+    from ledger.legacy.exporter import FORMATS, render
+
+    if fmt not in FORMATS:
+        raise LedgerError(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}")
+    with _open(db, "read") as ledger:
+        return render(ledger.engine, fmt)
+
+
+def merge(sources: Iterable, db=None):
+    """`ledger merge`: per-node ledgers into this one, all or nothing, idempotent.
+    Returns (the destination as shown, one summary per source)."""
+    from ledger.merge import merge as _merge
+
+    return _merge([str(s) for s in sources], None if db is None else str(db))
+
+
+def sql(query: str, db=None, limit: int | None = None) -> tuple[list[str], list[tuple]]:
+    """`ledger sql`: one read-only statement; (columns, rows), at most ``limit`` rows."""
+    from itertools import islice
+
+    from ledger.storage.readonly import open_query
+
+    with open_query(None if db is None else str(db), query) as result:
+        return list(result.columns), list(islice(result.rows, limit) if limit else result.rows)
+
+
+# -- watching -----------------------------------------------------------------------------
+
+
+def pins_update(db=None, *, filters: dict | None = None, repin: bool = False, allow_loaded: bool = False,
+                dry_run: bool = False):
+    """`ledger pins update`: pin every unpinned key to its newest warm ok row (``dry_run``:
+    read only, the plan of what would change)."""
+    from ledger.watch.pins import update_pins
+
+    with _open(db, "read" if dry_run else "write", create=False) as ledger:
+        return update_pins(ledger.engine, filters=filters or {}, repin=repin, allow_loaded=allow_loaded,
+                           dry_run=dry_run)
+
+
+def pins_list(db=None, *, filters: dict | None = None) -> tuple[list[str], list[tuple]]:
+    """`ledger pins list`: (columns, rows)."""
+    from ledger.watch.pins import list_pins
+
+    with _open(db, "read") as ledger:
+        return list_pins(ledger.engine, filters or {})
+
+
+def check(db=None, *, tolerance: float = 1.5, min_diff: float = 0.05, since: str | None = None,
+          filters: dict | None = None):
+    """`ledger check`: warm rows against their pins, and whether the cache still applies.
+    Stored as a check run. Returns its result (findings, summary(), as_json(), exit_code)."""
+    from ledger.watch.check import run_check
+
+    with _open(db, "write", create=False) as ledger:
+        return run_check(ledger.engine, tolerance=tolerance, filters=filters or {}, since=since, min_diff=min_diff)
+
+
+def explain(row_id: int, db=None):
+    """`ledger explain`: why a row was cold (or had no cache). A Diagnosis (lines())."""
+    from ledger.watch.explain import explain_row
+
+    with _open(db, "read") as ledger:
+        return explain_row(ledger.engine, row_id)
+
+
+def report(db=None, *, filters: dict | None = None, predictions: bool = True) -> str:
+    """`ledger report`: the markdown report (``predictions``: how often predict held)."""
+    from ledger.filters import refuse_unmatched
+    from ledger.report import lines, recorded, text
+    from ledger.report import predictions as scored
+
+    filters = filters or {}
+    with _open(db, "read") as ledger:
+        with ledger.engine.connect() as conn:  # a typo'd filter is not an empty report
+            refuse_unmatched(conn, filters, "nothing to report")
+        out = text.markdown(lines.build(ledger.engine, filters), recorded.build(ledger.engine, filters))
+        if predictions:
+            out += scored.markdown(ledger.engine, filters.get("hostname"))
+    return out
+
+
+def report_html(path, db=None, *, filters: dict | None = None) -> tuple[int, int]:
+    """`ledger report --html`: one page with charts, written whole; (tables, charts)."""
+    from ledger.filters import refuse_unmatched
+    from ledger.report.html import write_html
+
+    filters = filters or {}
+    with _open(db, "read") as ledger:
+        with ledger.engine.connect() as conn:
+            refuse_unmatched(conn, filters, "nothing to report")
+        try:
+            return write_html(ledger.engine, Path(path), filters)
+        except OSError as exc:
+            raise LedgerError(f"cannot write {path}: {exc.strerror}") from None
