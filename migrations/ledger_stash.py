@@ -107,15 +107,25 @@ def keep_tables(rev: str, tables: tuple[str, ...]) -> None:
             op.execute(f"DROP TABLE {name}")
 
 
-def put_back_tables(rev: str, tables: tuple[str, ...], unique: dict | None = None) -> None:
+# A kept pin comes back only while its source row is there (an older tool may have
+# deleted it in between: the upgrade's own rules then unpin it, and say so).
+PINS_OF_ROWS = {"pins": "row_id IN (SELECT id FROM compile_records)"}
+
+
+def put_back_tables(rev: str, tables: tuple[str, ...], unique: dict | None = None,
+                    only: dict | None = None) -> None:
     """The upgrade's end: each kept row is put back over the row with its id, or added
     where none has it; rows an older tool wrote in between stay, except one holding a
-    kept row's `unique` {table: column} value (the kept row wins). Updated in place, not
-    deleted and inserted: verdicts point at check_runs by id."""
+    kept row's `unique` {table: column} value (the kept row wins). `only` {table: SQL}:
+    kept rows that no longer hold are dropped. Updated in place, not deleted and
+    inserted: verdicts point at check_runs by id."""
     from sqlalchemy import inspect
 
     bind = op.get_bind()
     kept = [t for t in tables if inspect(bind).has_table(_table_stash(rev, t))]
+    for table in kept:
+        if cond := (only or {}).get(table):
+            op.execute(f"DELETE FROM {_table_stash(rev, table)} WHERE NOT ({cond})")
     for table in reversed(kept):  # children first
         if col := (unique or {}).get(table):
             name = _table_stash(rev, table)

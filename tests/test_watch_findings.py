@@ -139,7 +139,8 @@ def bumped(row: dict, jax: str, when: str, run: str) -> dict:
     parts["jax_lib version"] = hashlib.sha256(jax.encode()).hexdigest()
     return {**row, "jax_version": jax, "jaxlib_version": jax, "cache_key_components": json.dumps(parts),
             "cache_key": "bumped-" + hashlib.sha256((row["cache_key"] + jax).encode()).hexdigest(),
-            "timestamp": when, "run_id": run, "mixed_precision": bool(row["mixed_precision"])}
+            "timestamp": when, "run_id": run, "mixed_precision": bool(row["mixed_precision"]),
+            "x64": None if row["x64"] is None else bool(row["x64"])}
 
 
 def imported(db, tmp_path, name, rows) -> list[int]:
@@ -151,7 +152,8 @@ def imported(db, tmp_path, name, rows) -> list[int]:
 @pytest.mark.jax
 def test_a_jax_bump_is_reported_and_does_not_fail(any_db, tmp_path, real_rows):
     ledger("db", "upgrade", "--db", any_db)
-    imported(any_db, tmp_path, "real", [{**r, "mixed_precision": bool(r["mixed_precision"])} for r in real_rows])
+    imported(any_db, tmp_path, "real", [{**r, "mixed_precision": bool(r["mixed_precision"]), "x64": None if r["x64"] is None else bool(r["x64"])}
+                                        for r in real_rows])
     old, host = real_rows[0]["jax_version"], real_rows[0]["hostname"]
     new = "9.9.0"
     colds = [r for r in real_rows if r["cache_state"] == "cold"]
@@ -184,7 +186,7 @@ def test_a_jax_bump_is_reported_and_does_not_fail(any_db, tmp_path, real_rows):
 
 def _shapes(db, tmp_path):
     """A sweep over n_batch 4 and 8: a warm row of each, the n_batch 8 one newer."""
-    from .test_pins import add, rec
+    from .ledgers import add, rec
 
     return add(db, tmp_path, rec(transform="vmap_vag", n_batch=4, batch_size=2, compile_s=3.0),
                rec(transform="vmap_vag", n_batch=8, batch_size=2, compile_s=5.0, timestamp="2026-07-01T11:00:00"))
@@ -192,7 +194,7 @@ def _shapes(db, tmp_path):
 
 @pytest.mark.slow
 def test_each_batch_shape_is_its_own_key_in_pins_check_and_report(db, tmp_path):
-    from .test_pins import add, rec
+    from .ledgers import add, rec
 
     four, eight = _shapes(db, tmp_path)
     pins = ledger("pins", "update", "--db", db).stdout.splitlines()
@@ -213,6 +215,17 @@ def test_each_batch_shape_is_its_own_key_in_pins_check_and_report(db, tmp_path):
     assert "| imaging / mge / hst (n_batch 8, batch_size 2) | vmap_vag | 5.00 | - | - | 5.00 | - |" in report
 
 
+def _forget_what_was_kept(db) -> None:
+    import sqlite3
+
+    con = sqlite3.connect(db)
+    with con:
+        for (name,) in con.execute("SELECT name FROM sqlite_master WHERE name LIKE '\\_ledger\\_stash%' ESCAPE '\\'"
+                                   " AND type = 'table'").fetchall():
+            con.execute(f'DROP TABLE "{name}"')
+    con.close()
+
+
 @pytest.mark.slow
 def test_0008_splits_existing_pins_by_their_source_rows_shape(db, tmp_path):
     from .conftest import migrate
@@ -220,6 +233,7 @@ def test_0008_splits_existing_pins_by_their_source_rows_shape(db, tmp_path):
     four, eight = _shapes(db, tmp_path)
     ledger("pins", "update", "--db", db)
     migrate(db, "downgrade", "0007")  # as a 0007 ledger had it: one pin for both shapes
+    _forget_what_was_kept(db)  # a ledger that never was at 0008: nothing kept aside to put back
     assert query(db, "SELECT row_id, pin_key FROM pins") == [
         (four, '["local_cpu","node1","0.10.2",false,"warm","imaging","mge","hst","vmap_vag"]')]
     migrate(db, "upgrade", "0008")
@@ -241,6 +255,7 @@ def test_0008_removes_a_pin_whose_source_row_is_gone_and_says_so(db, tmp_path):
     four, _ = _shapes(db, tmp_path)
     ledger("pins", "update", "--db", db)
     migrate(db, "downgrade", "0007")
+    _forget_what_was_kept(db)
     con = __import__("sqlite3").connect(db)
     with con:
         con.execute("DELETE FROM compile_records WHERE id = ?", (four,))
@@ -249,3 +264,23 @@ def test_0008_removes_a_pin_whose_source_row_is_gone_and_says_so(db, tmp_path):
     assert query(db, "SELECT count(*) FROM pins") == [(0,)]
     assert query(db, "SELECT action, old_row_id, old_compile_s FROM pin_history WHERE action <> 'pin'") == [
         ("unpinned-0008", four, 3.0)]
+
+
+@pytest.mark.slow
+def test_a_kept_pin_whose_row_was_deleted_below_0008_stays_gone(db, tmp_path):
+    """What a downgrade kept aside comes back, except a pin whose source row an older
+    tool deleted in between (migrations/ledger_stash.PINS_OF_ROWS)."""
+    from .conftest import migrate
+
+    four, eight = _shapes(db, tmp_path)
+    ledger("pins", "update", "--db", db)
+    assert query(db, "SELECT row_id FROM pins ORDER BY id") == [(four,), (eight,)]
+    migrate(db, "downgrade", "0007")
+    con = __import__("sqlite3").connect(db)
+    with con:
+        con.execute("DELETE FROM compile_records WHERE id = ?", (four,))
+    con.close()
+    migrate(db, "upgrade", "head")
+    assert query(db, "SELECT row_id FROM pins") == [(eight,)]
+    assert query(db, "SELECT count(*) FROM pins p LEFT JOIN compile_records r ON r.id = p.row_id"
+                     " WHERE r.id IS NULL") == [(0,)]

@@ -128,10 +128,11 @@ def _by_jax(conn, groups: list[Group]) -> list[Finding]:
         old = max(before, key=lambda g: g.last_warm) if before else None
         rows = cold_rows(conn, cell[0].values) if sum(g.n_cold for g in colds) >= 2 else None
         runs = runs_of(rows) if rows else 1
-        if old is not None and runs == 1:
-            out.append(_jax_changed(old, jax, _id(first)))
+        was = (old.values["jax_version"], _id(old.last_warm)) if old is not None else None
+        if was is not None and runs == 1:
+            out.append(_jax_changed(was, jax, _id(first)))
         elif runs >= 2:
-            out.append(_not_reused(rows, cell[0].values, old))
+            out.append(_not_reused(rows, jax, was))
     return out
 
 
@@ -143,11 +144,13 @@ def runs_of(colds: list[dict]) -> int:
     return len({(r["run_id"], r["phase"]) if r["run_id"] is not None else r["id"] for r in colds})
 
 
-def _jax_changed(old: Group, jax: str, row_id: int) -> Finding:
-    was = old.values["jax_version"]
+def _jax_changed(old: tuple[str, int], jax: str, row_id: int) -> Finding:
+    """The first cold row under a new jax; ``old``: the jax it was warm under, and the
+    last warm row there."""
+    was, warm_id = old
     cause = (f"jax {was} → {jax}: the first compile under the new jax is cold, as expected"
-             f" (last warm row {_id(old.last_warm)} under jax {was})")
-    return Finding(JAX_CHANGED, row_id, cause, False, _id(old.last_warm), {"old_jax": was, "new_jax": jax})
+             f" (last warm row {warm_id} under jax {was})")
+    return Finding(JAX_CHANGED, row_id, cause, False, warm_id, {"old_jax": was, "new_jax": jax})
 
 
 def cold_rows(conn, values: dict) -> list[dict]:
@@ -158,15 +161,15 @@ def cold_rows(conn, values: dict) -> list[dict]:
     return [dict(r) for r in conn.execute(sa.text(sql), {f: values[f] for f in STATELESS_KEY}).mappings()]
 
 
-def _not_reused(colds: list[dict], values: dict, old: Group | None) -> Finding:
+def _not_reused(colds: list[dict], jax: str, old: tuple[str, int] | None) -> Finding:
     cause, fails = not_reused_cause(colds)
     newest = colds[-1]
     if old is None:
         return Finding(CACHE_NOT_REUSED, newest["id"], cause, fails)
     # still cold on its second run under a new jax: an ordinary went-cold
-    was = old.values["jax_version"]
-    cause += f" (still cold after {runs_of(colds)} runs under jax {values['jax_version']}; last warm row {_id(old.last_warm)} under jax {was})"
-    return Finding(WENT_COLD, newest["id"], cause, True, _id(old.last_warm))
+    was, warm_id = old
+    cause += f" (still cold after {runs_of(colds)} runs under jax {jax}; last warm row {warm_id} under jax {was})"
+    return Finding(WENT_COLD, newest["id"], cause, True, warm_id)
 
 
 def not_reused_cause(colds: list[dict]) -> tuple[str, bool]:
@@ -271,18 +274,18 @@ def explain_none(conn, row: dict) -> Told:
 def explain_first_cold(conn, row: dict) -> Told | None:
     """A cold row with no earlier warm row in its cache cell: a jax bump's first
     compile, or one of a cell's cold runs that never reuse the cache; None when it
-    is simply the first compile into its cache dir."""
+    is simply the first compile into its cache dir. The finding is built by the same
+    functions as check's (_jax_changed, _not_reused), so the two agree by construction."""
     colds = [r for r in cold_rows(conn, row) if (r["timestamp"] or "", r["id"]) <= (row["timestamp"] or "", row["id"])]
-    old = _last_warm(conn, row, other_jax=True)
+    # warm under another jax before the cell's *first* cold row, as check's _by_jax reads it:
+    # a warm row of another jax between two cold runs of this one is not what this jax lost
+    old = _last_warm(conn, colds[0] if colds else row, other_jax=True)
+    was = (old["jax_version"], old["id"]) if old is not None else None
     if runs_of(colds) >= 2:
-        cause, fails = not_reused_cause(colds)
-        verdict = CACHE_NOT_REUSED if old is None else WENT_COLD
-        if old is not None:
-            cause += f" (warm before under jax {old['jax_version']}, last warm row {old['id']})"
-        return Told([*_head(row), f"cause: {verdict}: {cause}",
-                     "this fails the check" if fails else "this is reported and does not fail the check"])
-    if old is not None:
-        was = old["jax_version"]
-        return Told([*_head(row), (f"cause: {JAX_CHANGED}: jax {was} → {row['jax_version']}: the first compile"
-                                   f" under the new jax is cold, as expected (last warm row {old['id']} under jax {was})")])
+        f = _not_reused(colds, row["jax_version"], was)
+        return Told([*_head(row), f"cause: {f.verdict}: {f.cause}",
+                     "this fails the check" if f.fails else "this is reported and does not fail the check"])
+    if was is not None:
+        f = _jax_changed(was, row["jax_version"], row["id"])
+        return Told([*_head(row), f"cause: {f.verdict}: {f.cause}"])
     return None

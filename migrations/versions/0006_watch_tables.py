@@ -11,7 +11,7 @@ Revises: 0005
 
 import sqlalchemy as sa
 from alembic import op
-from ledger_stash import keep_tables, put_back_tables
+from ledger_stash import PINS_OF_ROWS, keep_tables, put_back_tables
 
 revision = "0006"
 down_revision = "0005"
@@ -82,7 +82,7 @@ def upgrade() -> None:
         sa.Column("cause", sa.Text),
         sa.Column("checked_at", sa.Text, nullable=False),
     )
-    put_back_tables(revision, TABLES, {"pins": "pin_key"})
+    put_back_tables(revision, TABLES, {"pins": "pin_key"}, PINS_OF_ROWS)
 
 
 def downgrade() -> None:

@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 
 import sqlalchemy as sa
 from alembic import op
-from ledger_stash import keep_tables, put_back_tables
+from ledger_stash import PINS_OF_ROWS, keep_tables, put_back_tables
 
 revision = "0008"
 down_revision = "0007"
@@ -103,7 +103,7 @@ def upgrade() -> None:
     for pin_id in gone:
         _unpin(conn, pin_id)
     # what a downgrade below this revision kept aside (migrations/ledger_stash.py)
-    put_back_tables(revision, TABLES, {"pins": "pin_key"})
+    put_back_tables(revision, TABLES, {"pins": "pin_key"}, PINS_OF_ROWS)
 
 
 def _row_exists(conn, pin_id: int) -> bool:

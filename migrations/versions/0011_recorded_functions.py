@@ -21,7 +21,7 @@ import json
 
 import sqlalchemy as sa
 from alembic import op
-from ledger_stash import any_set, keep_tables, put_back_tables, restore, sqlite_triggers_kept, stash
+from ledger_stash import PINS_OF_ROWS, any_set, keep_tables, put_back_tables, restore, sqlite_triggers_kept, stash
 
 revision = "0011"
 down_revision = "0010"
@@ -71,7 +71,7 @@ def upgrade() -> None:
     _rekey(op.get_bind(), _with_cell)
     # what a downgrade below this revision kept aside (migrations/ledger_stash.py)
     restore("compile_records", STASH, NAMES)
-    put_back_tables(revision, TABLES, {"pins": "pin_key"})
+    put_back_tables(revision, TABLES, {"pins": "pin_key"}, PINS_OF_ROWS)
 
 
 def downgrade() -> None:
