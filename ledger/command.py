@@ -71,14 +71,16 @@ def probe(db=None, *, on_record: Callable[[dict], None] | None = None, on_progre
     return ProbeRun(outcome.run_id, rows, ledger.display, list(outcome.failures), notes_of(rows))
 
 
-def predict(db=None, *, timeout: float | None = None, **options):
+def predict(db=None, *, timeout: float | None = None, timeout_flag: str = "timeout", **options):
     """`ledger predict`: warm or cold for each transform, before anything compiles;
     stored. Returns ledger.predict.run.Outcome (results, notes, exit_code) and the key
-    report (its context: host, jax, cache dir)."""
+    report (its context: host, jax, cache dir). A JAX that cannot be predicted on, or
+    keys not computed within ``timeout`` seconds, store nothing (a LedgerError, exit 2)."""
     from ledger.predict import run
 
     spec = run.spec_of(options)
-    report = run.compute(spec, run.DEFAULT_TIMEOUT_S if timeout is None else timeout, "timeout")
+    # before the database is made: a JAX that cannot be predicted on, or a timeout, writes nothing
+    report = run.compute(spec, run.DEFAULT_TIMEOUT_S if timeout is None else timeout, timeout_flag)
     with _open(db, "write") as ledger:
         return run.predict(spec, ledger.engine, report), report
 

@@ -115,7 +115,7 @@ def predict_job(job: dict) -> dict:
     context = {k: env[k] for k in ("hardware", "jax_version", "jaxlib_version", "backend",
                                    "device_kind")}
     context.update(hostname=socket.gethostname(), cache_dir=session.cache_dir,
-                   xla_flags=os.environ.get("XLA_FLAGS"),
+                   xla_flags=os.environ.get("XLA_FLAGS"), x64=ji.x64_enabled(),
                    cache_entries=ji.count_entries(session.cache_dir))
     results = [predict_one(session, t) for t in job["transforms"]]
     return {"context": context, "predictions": results,

@@ -63,8 +63,8 @@ def test_a_reading_verb_never_creates_a_ledger(tmp_path):
 
 def test_the_cli_shells_open_no_ledger_themselves():
     """Who opens the ledger is ledger.command (and the read-only `ledger sql`, the
-    sweep's own directory and predict's two-step open): a shell parses, calls, prints."""
-    allowed = {"sql.py", "sweep.py", "predict.py"}
+    sweep's own directory): a shell parses, calls, prints."""
+    allowed = {"sql.py", "sweep.py"}
     opening = [p.name for p in (REPO / "ledger" / "cli").glob("*.py")
                if p.name not in allowed and "open_ledger" in p.read_text()]
     assert opening == []

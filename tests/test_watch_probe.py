@@ -14,6 +14,8 @@ import pytest
 
 from .conftest import query
 
+pytestmark = pytest.mark.jax_legs  # it reads JAX internals: run on the jax legs too (ci/jax_legs.sh)
+
 LEDGER = shutil.which("ledger", path=str(Path(sys.executable).parent)) or "ledger"
 # A harmless CPU flag jax 0.10.2 accepts; it is hashed into the cache key's "XLA flags".
 FLAG = "--xla_cpu_enable_fast_math=false"
@@ -91,3 +93,21 @@ def test_x64_turned_on_is_recorded_and_named_as_its_own_cause(tmp_path, db):
     assert cause.startswith("cause: precision: jax_enable_x64 changed (off in the warm row, on now)"), cause
     check = _ledger("check", "--db", db, env=env)
     assert check.returncode == 1 and "is cold: precision: jax_enable_x64 changed" in check.stdout, check.stdout
+
+
+@pytest.mark.jax
+@pytest.mark.slow
+def test_predict_names_x64_turned_on_before_the_compile(tmp_path, db):
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_ENABLE_X64")}
+    (tmp_path / "lens64.py").write_text(X64_OBJECTIVE)
+    cell = ("--objective", "lens64:build", "--transforms", "jit", "--cache-dir", tmp_path / "jax-cache", "--db", db)
+    for _ in range(2):
+        run = _ledger("probe", *cell, env={**env, "JAX_ENABLE_X64": "0"}, cwd=tmp_path)
+        assert run.returncode == 0, run.stderr
+    same = _ledger("predict", *cell, env={**env, "JAX_ENABLE_X64": "0"}, cwd=tmp_path)
+    assert (same.returncode, same.stdout.splitlines()[-1]) == (0, "jit: warm"), same.stderr
+    on = _ledger("predict", *cell, env={**env, "JAX_ENABLE_X64": "1"}, cwd=tmp_path)
+    assert on.returncode == 1, on.stderr
+    assert on.stdout.splitlines()[1].startswith(
+        "jit: cold (precision: jax_enable_x64 changed (off in the warm row, on now)"), on.stdout
+    assert query(db, "SELECT predicted, x64 FROM predictions ORDER BY id") == [("warm", 0), ("cold", 1)]

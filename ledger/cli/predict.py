@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from typing import Annotated
 
 import typer
@@ -66,31 +65,19 @@ def predict_cmd(
     db: DbOpt = None,
 ) -> None:
     """Say warm or cold for each transform before compiling, and why; compiles nothing."""
+    from ledger import command
     from ledger.predict import run
-    from ledger.probes import ProbeError, ProbeSpec
-    from ledger.probes.jax_internals import ENV_CACHE_DIR
-    from ledger.storage.open import open_ledger
 
-    given = {"objective": objective, "transforms": ",".join(transforms) if transforms else None,
-             "cache_dir": cache_dir, "n_batch": n_batch, "batch_size": batch_size,
-             "dataset_class": dataset_class, "instrument": instrument, "model_type": model_type,
-             "mixed_precision": mixed_precision or None}
-    if not cache_dir and not os.environ.get(ENV_CACHE_DIR):
-        raise run.UsageError(f"no cache dir: give --cache-dir or set {ENV_CACHE_DIR} "
-                             "(without one nothing is cached, and there is nothing to predict)")
-    try:
-        spec = ProbeSpec.make(**{k: v for k, v in given.items() if v is not None})
-    except ProbeError as exc:
-        raise run.UsageError(str(exc)) from None
-    # before the database is made: a JAX that cannot be predicted on, or a timeout, writes nothing
-    report = run.compute(spec, timeout, "--timeout")
-    with open_ledger(db, "write") as ledger:
-        outcome = run.predict(spec, ledger.engine, report)
+    outcome, report = command.predict(
+        db, timeout=timeout, timeout_flag="--timeout", objective=objective,
+        transforms=",".join(transforms) if transforms else None, cache_dir=cache_dir, n_batch=n_batch,
+        batch_size=batch_size, dataset_class=dataset_class, instrument=instrument, model_type=model_type,
+        mixed_precision=mixed_precision or None)
     if as_json:
         typer.echo(json.dumps([run.as_json(p) for p in outcome.results], indent=2))
     else:
         ctx = report.context
-        typer.echo(f"{spec.objective} on {ctx['hostname']}, jax {ctx['jax_version']}, "
+        typer.echo(f"{outcome.objective} on {ctx['hostname']}, jax {ctx['jax_version']}, "
                    f"cache dir {ctx['cache_dir']} ({ctx['cache_entries']} entries)")
         for p in outcome.results:
             typer.echo(run.line(p))

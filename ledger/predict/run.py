@@ -27,10 +27,28 @@ class UsageError(LedgerError):
 class Outcome:
     results: list[dict]
     notes: list[str] = field(default_factory=list)
+    objective: str = ""
 
     @property
     def exit_code(self) -> int:
         return 1 if any(r["predicted"] == COLD for r in self.results) else 0
+
+
+def spec_of(options: dict):
+    """The validated ProbeSpec of predict's options (None: the default); a missing cache
+    dir or a bad option is a one-line usage error (exit 2), before anything runs."""
+    import os
+
+    from ledger.probes import ProbeError, ProbeSpec
+    from ledger.probes.jax_internals import ENV_CACHE_DIR
+
+    if not options.get("cache_dir") and not os.environ.get(ENV_CACHE_DIR):
+        raise UsageError(f"no cache dir: give --cache-dir or set {ENV_CACHE_DIR} "
+                         "(without one nothing is cached, and there is nothing to predict)")
+    try:
+        return ProbeSpec.make(**{k: v for k, v in options.items() if v is not None})
+    except ProbeError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def compute(spec, timeout_s: float = DEFAULT_TIMEOUT_S, flag: str | None = None):
@@ -84,7 +102,7 @@ def predict(spec, engine, report=None) -> Outcome:
         results = judge(conn, spec, report)
     for pred, pid in zip(results, store.save(engine, results), strict=True):
         pred["prediction_id"] = pid
-    return Outcome(results, report.notes)
+    return Outcome(results, report.notes, spec.objective)
 
 
 def line(pred: dict) -> str:

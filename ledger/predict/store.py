@@ -16,10 +16,8 @@ from ledger.record import now_timestamp
 from ledger.rows import ok_sql
 from ledger.storage.models import predictions
 
-STORED = ("cache_key", "predicted", "cause", "expected_compile_s", "expected_n", "transform",
-          "objective", "dataset_class", "model_type", "instrument", "n_batch", "batch_size",
-          "mixed_precision", "hardware", "hostname", "jax_version", "cache_dir",
-          "program_fingerprint")
+# What a prediction keeps: every column of the table but those save() sets itself.
+STORED = tuple(c.name for c in predictions.columns if c.name not in ("id", "after_row_id", "created_at"))
 
 
 def save(engine, preds: list[dict]) -> list[int]:
