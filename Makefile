@@ -21,6 +21,9 @@ test: $(STAMP)
 # The developer's loop: every case that needs neither a JAX compile nor a server nor a
 # browser and takes under 0.3 s (the jax and slow markers), in under a minute. Under it JAX has no platform (tests/conftest.py), so a
 # case that compiles without its jax marker fails instead of slowing the loop.
+# Property tests take their budgets from a hypothesis profile (tests/conftest.py):
+# HYPOTHESIS_PROFILE=ci, the default and CI's, or quick (a tenth of the examples), e.g.
+# `HYPOTHESIS_PROFILE=quick make test`.
 test-fast: $(STAMP)
 	LEDGER_TEST_TIER=fast $(BIN)/pytest -q -m "not jax and not slow and not postgresql and not slurm and not chromium"
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from typer.testing import CliRunner
 
 from ledger.cli import app
@@ -43,6 +44,35 @@ def _no_ambient_db(monkeypatch, tmp_path):
 @pytest.fixture
 def db(tmp_path) -> Path:
     return tmp_path / "ledger.db"
+
+
+# -- hypothesis: the budgets are profiles, chosen by HYPOTHESIS_PROFILE -------------------
+# ci (the default, what CI runs): the same examples on every run (derandomize), so a run
+# never fails on a case no one has seen; no deadline (a loaded machine is not a bug) and no
+# example database. quick: a tenth of the examples, for a developer's loop
+# (HYPOTHESIS_PROFILE=quick make test-fast). HYPOTHESIS_EXPLORE=1 draws new examples on
+# either, when looking for trouble. A test whose examples are each expensive asks for
+# examples(n), n being its budget under ci, scaled by the profile.
+PROFILE_ENV, EXPLORE_ENV = "HYPOTHESIS_PROFILE", "HYPOTHESIS_EXPLORE"
+CI_EXAMPLES = 150
+settings.register_profile("ci", max_examples=CI_EXAMPLES, derandomize=True, deadline=None, database=None)
+settings.register_profile("quick", settings.get_profile("ci"), max_examples=CI_EXAMPLES // 10)
+
+
+def _load_profile() -> None:
+    name = os.environ.get(PROFILE_ENV, "ci")
+    if os.environ.get(EXPLORE_ENV):
+        settings.register_profile(f"{name}-explore", settings.get_profile(name), derandomize=False)
+        name = f"{name}-explore"
+    settings.load_profile(name)
+
+
+_load_profile()
+
+
+def examples(n: int) -> int:
+    """A test's budget: n examples under ci, the same share of the loaded profile's (one at least)."""
+    return max(1, round(n * settings.default.max_examples / CI_EXAMPLES))
 
 
 # -- kinds of case: each runs, or skips saying why, or (LEDGER_REQUIRE_ALL) fails --------

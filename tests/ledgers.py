@@ -4,10 +4,11 @@ a test module imports these, never another test module)."""
 from __future__ import annotations
 
 import random
+import sqlite3
 
-from ledger.record import COMPILE_FIELDS, DURATION_FIELDS
+from ledger.record import COMPILE_FIELDS, DURATION_FIELDS, LEGACY_FIELDS
 
-from .conftest import CORPUS, PgDb, query, run_cli, write_json
+from .conftest import CORPUS, PgDb, insert_legacy, query, run_cli, write_json
 
 # Derived, not kept by a downgrade: rebuilt from upto 0 by the next check (0009's docstring).
 DERIVED = {"cache_cells", "cache_cells_state", "alembic_version"}
@@ -86,3 +87,77 @@ def tables(db) -> dict[str, list[tuple]]:
         if not isinstance(db, PgDb) else \
         [r[0] for r in query(db, "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")]
     return {t: query(db, f"SELECT * FROM {t} ORDER BY 1") for t in sorted(set(names) - DERIVED)}
+
+
+# -- rows one at a time: a record like the field's, imported; a corpus row copied ------------
+
+BASE = {
+    "transform": "jit", "trace_s": 0.5, "compile_s": 2.0, "first_s": 0.1, "steady_s": 0.01,
+    "dataset_class": "imaging", "model_type": "mge", "instrument": "hst", "ndim": 15, "n_batch": 1,
+    "batch_size": 1, "hardware": "local_cpu", "jax_version": "0.10.2", "cache_dir": "/tmp/jax-cache",
+    "mixed_precision": False, "tag": "t", "hostname": "node1", "timestamp": "2026-07-01T10:00:00",
+    "cache_state": "warm", "status": "ok", "host_cpu_count": 8, "host_load_avg_1m": 1.0,
+}
+
+
+def rec(**fields) -> dict:
+    """A warm probe record of one cell (BASE), with `fields` changed."""
+    return {**BASE, **fields}
+
+
+_files = iter(range(10**6))
+
+
+def add(db, tmp_path, *records) -> list[int]:
+    """Import the records (a real `ledger import`) into a SQLite file or a PostgreSQL
+    database; returns the new rows' ids."""
+    if isinstance(db, PgDb):  # a fresh PostgreSQL database has no tables yet
+        assert run_cli("db", "upgrade", "--db", db).exit_code == 0
+    before = query(db, "SELECT coalesce(max(id), 0) FROM compile_records")[0][0] if _exists(db) else 0
+    result = run_cli("import", write_json(tmp_path / "in" / f"r{next(_files)}.json", list(records)), "--db", db)
+    assert result.exit_code == 0, result.output
+    return [r[0] for r in query(db, f"SELECT id FROM compile_records WHERE id > {int(before)} ORDER BY id")]
+
+
+def _exists(db) -> bool:
+    return isinstance(db, PgDb) or db.exists()
+
+
+def insert_legacy_any(any_db, records) -> None:
+    """The legacy columns of `records` inserted as they are (no importer, no backfill), on
+    a SQLite file or a PostgreSQL database: what an old ledger held."""
+    if not isinstance(any_db, PgDb):
+        return insert_legacy(any_db, records)
+    import psycopg
+
+    cols = list(LEGACY_FIELDS)
+    with psycopg.connect(any_db.conninfo) as con:
+        con.cursor().executemany(
+            f"INSERT INTO compile_records ({', '.join(cols)}) VALUES ({', '.join(['%s'] * len(cols))})",
+            [tuple(r.get(c) for c in cols) for r in records])
+
+
+def add_row(db, like_tag: str, like_transform: str, **changes) -> int:
+    """A copy of one corpus row with `changes`: a new measurement of the same key."""
+    con = sqlite3.connect(db)
+    con.row_factory = sqlite3.Row
+    with con:
+        src = dict(con.execute("SELECT * FROM compile_records WHERE tag = ? AND transform = ? ORDER BY id LIMIT 1",
+                               (like_tag, like_transform)).fetchone())
+        src.update(id=None, record_key=None, **changes)
+        cols = list(src)
+        cur = con.execute(f"INSERT INTO compile_records ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                          [src[c] for c in cols])
+    con.close()
+    return cur.lastrowid
+
+
+def add_verdict(db, run_id: int, row_id: int, verdict: str) -> None:
+    """A verdict on a row, under check run `run_id` (made if it is not there)."""
+    con = sqlite3.connect(db)
+    with con:
+        con.execute("INSERT OR IGNORE INTO check_runs (id, checked_at, tolerance, exit_code) VALUES (?, ?, 1.5, 0)",
+                    (run_id, f"2026-08-0{run_id}T00:00:00"))
+        con.execute("INSERT INTO verdicts (check_run_id, row_id, verdict, checked_at) VALUES (?, ?, ?, 'x')",
+                    (run_id, row_id, verdict))
+    con.close()

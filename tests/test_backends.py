@@ -8,22 +8,18 @@ import json
 
 import pytest
 
-from ledger.record import LEGACY_FIELDS
-
 from .conftest import (
     CORPUS,
     CORPUS_COMPILE,
     CORPUS_RECORDS,
     CORPUS_SIBLINGS,
     CORPUS_STATES,
-    PgDb,
     compile_records_of_corpus,
-    insert_legacy,
     query,
     run_cli,
     write_json,
 )
-from .ledgers import every_kind_of_row
+from .ledgers import every_kind_of_row, insert_legacy_any
 
 STATES_SQL = "SELECT cache_state, count(*) FROM compile_records GROUP BY cache_state ORDER BY cache_state"
 # Everything `ledger sql` must never change: rows, states, times, pins.
@@ -42,22 +38,10 @@ def _loaded(any_db):
     return any_db
 
 
-def _insert_legacy(any_db, records):
-    if not isinstance(any_db, PgDb):
-        return insert_legacy(any_db, records)
-    import psycopg
-
-    cols = list(LEGACY_FIELDS)
-    with psycopg.connect(any_db.conninfo) as con:
-        con.cursor().executemany(
-            f"INSERT INTO compile_records ({', '.join(cols)}) VALUES ({', '.join(['%s'] * len(cols))})",
-            [tuple(r.get(c) for c in cols) for r in records])
-
-
 def test_upgrade_from_0001_backfills_the_corpus(any_db):
     """The data migration (LIKE on SQLite, ILIKE on PostgreSQL) gives the field's states."""
     _ok("db", "upgrade", "0001", "--db", any_db)
-    _insert_legacy(any_db, compile_records_of_corpus())
+    insert_legacy_any(any_db, compile_records_of_corpus())
     _ok("db", "upgrade", "--db", any_db)
     assert dict(query(any_db, STATES_SQL)) == CORPUS_STATES
 

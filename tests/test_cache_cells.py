@@ -20,8 +20,8 @@ from ledger.storage.writer import add_compile_record
 from ledger.watch import cells
 from ledger.watch.check import judge, run_check
 
-from .conftest import pg_database, query, run_cli
-from .test_pins import add, rec
+from .conftest import examples, pg_database, query, run_cli
+from .ledgers import add, rec
 
 BACKENDS = ["sqlite", "postgresql"]
 
@@ -126,7 +126,7 @@ def assert_check_matches_a_recompute(engine) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(25), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=operations)
 def test_kept_cells_and_verdicts_equal_a_recompute_after_any_writes(backend, ops):
     with fresh(backend) as db, tempfile.TemporaryDirectory() as tmp:

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from .conftest import CORPUS, compile_records_of_corpus, query, run_cli
-from .test_pins import add, rec
+from .ledgers import add, rec
 
 LATER = "2026-07-02T10:00:00"
 KEY = "local_cpu/node1 jax 0.10.2 imaging/mge/hst jit (n_batch 1, batch_size 1)"

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from ledger.storage.revisions import REVISIONS
 
-from .conftest import query, run_cli
+from .conftest import examples, query, run_cli
 from .ledgers import every_kind_of_row, tables
 
 OLDER = list(REVISIONS[:-1])
@@ -46,7 +46,7 @@ def test_down_to_each_revision_and_back_keeps_every_table(sqlite_ledger, tmp_pat
 
 @pytest.mark.slow
 # no shrinking: each example builds a ledger and migrates it (seconds); the seed says enough
-@settings(max_examples=4, deadline=None, database=None, phases=(Phase.explicit, Phase.generate),
+@settings(max_examples=examples(4), phases=(Phase.explicit, Phase.generate),
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 10**6), n=st.integers(1, 8), down_to=st.sampled_from(OLDER))
 def test_any_generated_ledger_survives_a_round_trip(tmp_path_factory, seed, n, down_to):

@@ -32,33 +32,26 @@ import uuid
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, event, example, given, settings
+from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 from ledger.record import DURATION_FIELDS, LEGACY_FIELDS
 from ledger.record_validation import timestamp_ok
 
-from .conftest import CORPUS, PG_ENV, PgDb, compile_records_of_corpus, jax_platform, query, run_cli
+from .conftest import CORPUS, PG_ENV, PgDb, compile_records_of_corpus, examples, jax_platform, query, run_cli
+from .helpers import SETTINGS, no_exception
 
 GOOD = compile_records_of_corpus()[0]
 SIBLING = {"serialize_s": 0.5, "deserialize_s": 0.25, "blob_mb": 3.0, "tag": "export-probe", "model_type": "mge"}
 
 # The autouse fixture (no ambient database, cwd in tmp_path) is fine to share
-# between examples; each example makes its own database.
-# The same examples on every run (derandomize), so a CI run never fails on a case no
-# one has seen; HYPOTHESIS_EXPLORE=1 draws new ones when looking for trouble.
-SETTINGS = {"deadline": None, "database": None, "derandomize": not os.environ.get("HYPOTHESIS_EXPLORE"),
-                "suppress_health_check": [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]}
+# between examples (SETTINGS: tests/helpers.py); each example makes its own database.
+# The budgets are the profile's (tests/conftest.py): the same examples on every run,
+# HYPOTHESIS_EXPLORE=1 draws new ones when looking for trouble.
 
 
 def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _no_exception(result) -> None:
-    # CliRunner keeps an uncaught exception (a traceback for the user) in .exception;
-    # SystemExit is the normal way out, with the exit code.
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +154,7 @@ def _counts(con: sqlite3.Connection) -> tuple[int, int]:
 
 
 @pytest.mark.slow
-@settings(max_examples=120, **SETTINGS)
+@settings(max_examples=examples(120), **SETTINGS)
 @given(files=st.lists(file_contents(), min_size=1, max_size=3), good_first=st.booleans(), skip_invalid=st.booleans())
 @example(files=[b'[{"compile_s": NaN}]'], good_first=True, skip_invalid=False)
 @example(files=[b'[{"compile_s": -3, "tag": "x"}]'], good_first=False, skip_invalid=False)
@@ -191,7 +184,7 @@ def test_import_of_hostile_records_is_clean_or_one_line_and_all_or_nothing(templ
         args = ["import", tree.parent, "--db", db] + (["--skip-invalid"] if skip_invalid else [])
         result = run_cli(*args)
 
-        _no_exception(result)
+        no_exception(result)
         assert result.exit_code in (0, 1), result.output
         event(f"exit {result.exit_code}" + (" (skip-invalid)" if skip_invalid else ""))
         assert not Path(f"{db}-journal").exists()
@@ -252,7 +245,7 @@ def test_deep_nesting_at_the_parsers_limit_is_never_a_traceback(tmp_path, templa
     bad = tmp_path / "in.json"
     bad.write_text("[" + json.dumps(rec).replace('"@@"', nested) + "]")
     result = run_cli("import", bad, "--db", db)
-    _no_exception(result)
+    no_exception(result)
     if result.exit_code == 1:
         assert result.stderr.startswith(f"error: {bad}: ") and len(result.stderr.splitlines()) == 1
         assert _sha(db) == before
@@ -504,7 +497,7 @@ def sql_db(request) -> Path | PgDb:
 
 # PostgreSQL's examples cost a connection each, and its fingerprint a dozen queries:
 # fewer drawn, and every session statement tried once, followed by a write.
-MAX_EXAMPLES = {"sqlite": 300, "postgresql": 60}
+MAX_EXAMPLES = {"sqlite": examples(300), "postgresql": examples(60)}
 EXAMPLES = [
     ["SELECT 'a\udcff'"],  # argv that is not UTF-8 arrives with surrogate escapes
     ["SELECT 'abc\ndef"],  # SQLite quotes the bad token, line break and all
@@ -524,7 +517,7 @@ def test_sql_never_writes_and_errors_are_one_line(sql_db):
         before = _state(sql_db)
         for statement in calls:
             result = run_cli("sql", statement, "--db", sql_db)
-            _no_exception(result)
+            no_exception(result)
             assert result.exit_code in (0, 1, 2), result.output
             event(f"exit {result.exit_code}")
             if result.exit_code == 1:
@@ -544,7 +537,7 @@ def test_every_write_is_refused(sql_db, write):
     own error for one that names nothing real), and nothing changes."""
     before = _state(sql_db)
     result = run_cli("sql", write, "--db", sql_db)
-    _no_exception(result)
+    no_exception(result)
     assert result.exit_code == 1, (write, result.output)
     assert result.stderr.startswith("error: ") and len(result.stderr.splitlines()) == 1
     assert _state(sql_db) == before
@@ -572,7 +565,7 @@ def _block_span(data: bytes) -> tuple[int, int] | None:
 
 
 @pytest.mark.slow
-@settings(max_examples=150, **SETTINGS)
+@settings(**SETTINGS)
 @given(data=readme_bytes, check=st.booleans())
 @example(data=b"# T\r\n\r\n" + START + b"\r\nold\r\n" + END + b"\r\nafter\r\n", check=False)
 @example(data=b"a\rb\n" + START + END + b"\xff\r", check=False)
@@ -584,7 +577,7 @@ def test_report_update_changes_only_the_block_or_refuses_in_one_line(template, d
         readme = Path(tmp) / "README.md"
         readme.write_bytes(data)
         result = run_cli("report", "--update", readme, "--db", template, *(["--check"] if check else []))
-        _no_exception(result)
+        no_exception(result)
         after = readme.read_bytes()
         span = _block_span(data)
         if span is None:
@@ -641,7 +634,7 @@ def test_a_database_name_that_is_not_utf8_is_one_line(any_db, tmp_path, monkeypa
         shutil.copyfile(good, os.fsencode(bad))  # the file is there: its name is the trouble
     args = [a.format(good=good, bad=bad) for a in NOT_UTF8_COMMANDS[command]]
     result = run_cli(*args, *([] if command == "merge source" else ["--db", bad]))
-    _no_exception(result)
+    no_exception(result)
     assert (result.exit_code, result.stdout) == (1, "")
     assert result.stderr == f"error: the database name {shown} is not UTF-8 text: give it a UTF-8 name (or a link with one)\n"
 
@@ -663,11 +656,11 @@ def test_database_paths_with_a_newline_a_quote_or_no_end(tmp_path, command):
         db = tmp_path / name
         assert run_cli("db", "upgrade", "--db", db).output == "at revision 0008\n" or db.exists()
         result = run_cli(*command, "--db", db)
-        _no_exception(result)
+        no_exception(result)
         assert result.exit_code == 0, result.output
     huge = tmp_path / ("x" * 5000)
     result = run_cli(*command, "--db", huge)
-    _no_exception(result)
+    no_exception(result)
     assert (result.exit_code, result.stdout) == (1, "")
     assert result.stderr == (f"error: cannot use the database path {str(huge)[:200]}... ({len(str(huge))} characters):"
                              " File name too long\n")
@@ -688,7 +681,7 @@ def test_explain_of_an_id_out_of_range_is_one_line(any_db):
     assert run_cli("import", CORPUS, "--db", any_db).exit_code == 0
     for asked, shown in OUT_OF_RANGE.items():
         result = run_cli("explain", "--db", any_db, "--", asked)
-        _no_exception(result)
+        no_exception(result)
         assert (result.exit_code, result.stdout) == (1, "")
         assert result.stderr == f"error: no compile row with id {shown}: ids run from 1 to {2**63 - 1}\n"
     for in_range in (2**31, 2**63 - 1):  # past PostgreSQL's integer column, and the last id there can be
@@ -712,7 +705,7 @@ def test_pins_update_with_filters_that_match_no_row_says_so(any_db, filters, sho
     as for every command with row filters: test_row_filters.py), nothing written."""
     assert run_cli("import", CORPUS, "--db", any_db).exit_code == 0
     result = run_cli("pins", "update", *filters, "--db", any_db)
-    _no_exception(result)
+    no_exception(result)
     assert (result.exit_code, result.stdout) == (2, "")
     assert result.stderr == f"error: no compile row matches {shown}: nothing to pin\n"
     assert run_cli("pins", "list", "--json", "--db", any_db).stdout.strip() == "[]"
@@ -749,7 +742,7 @@ def test_import_refuses_a_control_character_in_the_tag_or_cell_naming_the_record
     path.write_text(json.dumps([good, dict(good, **{field: value})]))
     db = tmp_path / "ledger.db"
     result = run_cli("import", path, "--db", db)
-    _no_exception(result)
+    no_exception(result)
     assert (result.exit_code, result.stdout, result.stderr) == (1, "", f"error: {path}: record 1: {words}\n")
     long = dict(good, **{field: "x" * 201})
     path.write_text(json.dumps([long]))
@@ -806,7 +799,7 @@ def test_a_bad_tag_or_cell_value_is_refused_before_any_work(tmp_path, monkeypatc
     _no_work(monkeypatch)
     db, cache = tmp_path / "ledger.db", tmp_path / "cache"
     result = run_cli(command, "-o", "toy", "-t", "jit", "--cache-dir", cache, option, value, "--db", db)
-    _no_exception(result)
+    no_exception(result)
     assert (result.exit_code, result.stdout, result.stderr) == (
         2 if command == "predict" else 1, "", f"error: {option} {words}\n")
     assert not db.exists() and not cache.exists()  # nothing made: it stopped at the option

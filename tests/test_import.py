@@ -21,6 +21,7 @@ from .conftest import (
     run_cli,
     write_json,
 )
+from .helpers import STAMP
 
 GOOD = compile_records_of_corpus()[0]
 
@@ -287,7 +288,6 @@ def test_corpus_constants_match_the_files():
 # A timestamp is ISO 8601, YYYY-MM-DDTHH:MM:SS with optional fractional seconds and UTC
 # offset: "newest" is decided in text order, where a space (or a word) sorts wrong. A
 # duration of the contract is never negative (nor NaN or infinite).
-STAMP = "timestamp is not an ISO 8601 time YYYY-MM-DDTHH:MM:SS[.ffffff][+HH:MM]"
 BAD_RECORDS = [
     ("a word", dict(GOOD, timestamp="yesterday"), f"{STAMP} ('yesterday')"),
     ("a space for the T", dict(GOOD, timestamp="2026-12-03 19:00:00"), f"{STAMP} ('2026-12-03 19:00:00')"),

@@ -27,8 +27,8 @@ from ledger.record import COMPILE_FIELDS, INSTRUMENT_COLUMNS
 from ledger.record_validation import INT64, compile_row, instrument_row
 
 from .conftest import CORPUS, PgDb, query, run_cli, write_json
-from .test_hostile_input import SETTINGS, _no_exception
-from .test_import import STAMP
+from .helpers import SETTINGS, STAMP
+from .helpers import no_exception as _no_exception
 
 CPU, GPU = CORPUS / "local_cpu", CORPUS / "local_gpu_NVIDIA_A100_80GB_PCIe"
 TABLES = ("compile_records", "instrument_records", "pins", "pin_history", "check_runs", "verdicts")
@@ -301,7 +301,7 @@ def test_a_cold_row_with_a_bad_timestamp_is_refused_not_a_false_went_cold(db, tm
     """"Newest" is text order: a cold row stamped 'not a time' sorted after the cell's warm
     row from a real time, and `ledger check` said the cache went cold (exit 1) on a cell
     whose newest row is warm. The merge refuses the row instead."""
-    from .test_pins import add, rec
+    from .ledgers import add, rec
 
     add(db, tmp_path, rec(timestamp="2026-07-03T10:00:00"))
     src = tmp_path / "src.db"

@@ -32,7 +32,7 @@ from .conftest import (
     run_cli,
     write_json,
 )
-from .test_backends import _insert_legacy
+from .ledgers import insert_legacy_any
 
 REPO = Path(__file__).resolve().parent.parent
 ALL_COLUMNS = "SELECT * FROM compile_records ORDER BY id"
@@ -170,7 +170,7 @@ def test_failing_migration_rolls_back_to_previous_revision(any_db, how):
     db_at(db, "0001")
     recs = compile_records_of_corpus()[:5]
     recs[3] = dict(recs[3], tag="boom")
-    _insert_legacy(db, recs)
+    insert_legacy_any(db, recs)
     _sabotage(db, how)
     before = query(db, ALL_COLUMNS)
     result = run_cli("db", "upgrade", "--db", db)

@@ -8,37 +8,8 @@ import pytest
 
 from ledger.record import COMPARABILITY_KEY
 
-from .conftest import CORPUS, CORPUS_STATES, PgDb, query, run_cli, write_json
-
-BASE = {
-    "transform": "jit", "trace_s": 0.5, "compile_s": 2.0, "first_s": 0.1, "steady_s": 0.01,
-    "dataset_class": "imaging", "model_type": "mge", "instrument": "hst", "ndim": 15, "n_batch": 1,
-    "batch_size": 1, "hardware": "local_cpu", "jax_version": "0.10.2", "cache_dir": "/tmp/jax-cache",
-    "mixed_precision": False, "tag": "t", "hostname": "node1", "timestamp": "2026-07-01T10:00:00",
-    "cache_state": "warm", "status": "ok", "host_cpu_count": 8, "host_load_avg_1m": 1.0,
-}
-
-
-def rec(**fields) -> dict:
-    return {**BASE, **fields}
-
-
-_files = iter(range(10**6))
-
-
-def add(db, tmp_path, *records) -> list[int]:
-    """Import the records (a real `ledger import`) into a SQLite file or a PostgreSQL
-    database; returns the new rows' ids."""
-    if isinstance(db, PgDb):  # a fresh PostgreSQL database has no tables yet
-        assert run_cli("db", "upgrade", "--db", db).exit_code == 0
-    before = query(db, "SELECT coalesce(max(id), 0) FROM compile_records")[0][0] if _exists(db) else 0
-    result = run_cli("import", write_json(tmp_path / "in" / f"r{next(_files)}.json", list(records)), "--db", db)
-    assert result.exit_code == 0, result.output
-    return [r[0] for r in query(db, f"SELECT id FROM compile_records WHERE id > {int(before)} ORDER BY id")]
-
-
-def _exists(db) -> bool:
-    return isinstance(db, PgDb) or db.exists()
+from .conftest import CORPUS, CORPUS_STATES, query, run_cli
+from .ledgers import add, rec
 
 
 def pins_of(db):

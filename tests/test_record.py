@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import jax_platform, query, run_cli
-from .test_record_truth import OUTPUT, lambda_named, oracle, program, program_stderr, recorded, summary
+from .helpers import OUTPUT, lambda_named, oracle, program, program_stderr, recorded, summary
 
 PY = sys.executable
 

@@ -12,7 +12,7 @@ import pytest
 
 from .case_kinds import LEDGER, unprivileged
 from .conftest import query
-from .test_record_truth import program, program_stderr, recorded, summary
+from .helpers import program, program_stderr, recorded, summary
 
 PY = sys.executable
 # The program's own count of its compiles, printed last.

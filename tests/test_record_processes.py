@@ -21,7 +21,7 @@ import pytest
 
 from .case_kinds import LEDGER
 from .conftest import jax_platform, query, run_cli
-from .test_record_truth import program, program_stderr
+from .helpers import program, program_stderr
 
 pytestmark = pytest.mark.jax  # every case runs a recorded program that compiles
 

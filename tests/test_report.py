@@ -16,6 +16,7 @@ import pytest
 
 from .case_kinds import LEDGER, unprivileged
 from .conftest import CORPUS, query, run_cli
+from .ledgers import add_row, add_verdict
 
 START, END = "<!-- ledger-report:start -->", "<!-- ledger-report:end -->"
 HEADER = "| cell | transform | warm s | cold s | cold/warm | pin s | verdict | source tag | time |"
@@ -58,21 +59,6 @@ def table_lines(text: str) -> list[str]:
     return [ln for ln in text.splitlines() if ln.startswith("| ") and ln != HEADER]
 
 
-def add_row(db, like_tag: str, like_transform: str, **changes) -> int:
-    """A copy of one corpus row with `changes`: a new measurement of the same key."""
-    con = sqlite3.connect(db)
-    con.row_factory = sqlite3.Row
-    with con:
-        src = dict(con.execute("SELECT * FROM compile_records WHERE tag = ? AND transform = ? ORDER BY id LIMIT 1",
-                               (like_tag, like_transform)).fetchone())
-        src.update(id=None, record_key=None, **changes)
-        cols = list(src)
-        cur = con.execute(f"INSERT INTO compile_records ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                          [src[c] for c in cols])
-    con.close()
-    return cur.lastrowid
-
-
 def pin_all_by_sql(db) -> int:
     """25 pins, as `ledger pins update` would make them: the newest warm row per key."""
     key = ("hardware, hostname, jax_version, mixed_precision, cache_state, dataset_class, model_type, instrument,"
@@ -87,16 +73,6 @@ def pin_all_by_sql(db) -> int:
     n = con.execute("SELECT count(*) FROM pins").fetchone()[0]
     con.close()
     return n
-
-
-def add_verdict(db, run_id: int, row_id: int, verdict: str) -> None:
-    con = sqlite3.connect(db)
-    with con:
-        con.execute("INSERT OR IGNORE INTO check_runs (id, checked_at, tolerance, exit_code) VALUES (?, ?, 1.5, 0)",
-                    (run_id, f"2026-08-0{run_id}T00:00:00"))
-        con.execute("INSERT INTO verdicts (check_run_id, row_id, verdict, checked_at) VALUES (?, ?, ?, 'x')",
-                    (run_id, row_id, verdict))
-    con.close()
 
 
 def test_corpus_report_is_one_table_per_host_key(db):

@@ -13,7 +13,7 @@ import pytest
 
 from .case_kinds import chromium
 from .conftest import CORPUS, query, run_cli
-from .test_report import add_row, add_verdict
+from .ledgers import add_row, add_verdict
 
 CHROMIUM = chromium()
 needs_chromium = pytest.mark.chromium  # tests/case_kinds.py: skips without it, fails under LEDGER_REQUIRE_ALL

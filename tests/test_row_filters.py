@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from .conftest import query, run_cli
-from .test_pins import add, rec
+from .ledgers import add, rec
 
 CHECK_CLEAN = "check run 1 (tolerance 1.5x): 1 ok, 0 regression, 0 inconclusive, 0 went-cold\n"
 

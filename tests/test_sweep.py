@@ -21,17 +21,9 @@ from hypothesis import strategies as st
 from ledger.storage.revisions import HEAD
 
 from .conftest import query, run_cli
+from .helpers import GRID, ONE_TASK, made_sweep, rewrite_sweep_file, spec_file
 
 LEDGER = Path(sys.executable).with_name("ledger")
-GRID = """\
-objectives = ["toy"]
-transforms = ["jit", "grad"]
-steady_calls = 1
-
-[grid]
-dataset_class = ["imaging", "interferometer"]
-n_batch = [4, 8]
-"""
 # A user objective that fails for the cell named in $FAIL_CELL, as a real model fails
 # on one configuration: the task runs, its transforms fail, the rows say why.
 FLAKY = """\
@@ -47,12 +39,6 @@ def build(cell):
     x0 = np.linspace(0.0, 1.0, 4, dtype=np.float32)
     return (lambda x: jnp.sum(x ** 2)), x0
 """
-def _spec(tmp_path, text=GRID, name="grid.toml") -> Path:
-    path = tmp_path / name
-    path.write_text(text)
-    return path
-
-
 def _sweep_dir(tmp_path) -> Path:
     (only,) = (tmp_path / "sweeps").iterdir()
     return only
@@ -66,7 +52,7 @@ def _states(output: str) -> list[tuple[str, str]]:
 
 
 def test_plan_prints_the_tasks_and_the_size(tmp_path):
-    result = run_cli("sweep", "plan", _spec(tmp_path))
+    result = run_cli("sweep", "plan", spec_file(tmp_path))
     assert result.exit_code == 0
     assert result.output == (
         "task  objective  cell                                    repeat\n"
@@ -101,7 +87,7 @@ def test_plan_prints_the_tasks_and_the_size(tmp_path):
 ])
 def test_a_bad_spec_is_one_line_and_makes_nothing(tmp_path, text, message):
     for verb in ("plan", "run", "submit"):
-        result = run_cli("sweep", verb, _spec(tmp_path, text))
+        result = run_cli("sweep", verb, spec_file(tmp_path, text))
         assert result.exit_code == 1 and result.output.count("\n") == 1 and message in result.output, result.output
         assert len(result.output) < 400
     assert not (tmp_path / "sweeps").exists() and not (tmp_path / "ledger.db").exists()
@@ -110,7 +96,7 @@ def test_a_bad_spec_is_one_line_and_makes_nothing(tmp_path, text, message):
 @pytest.mark.jax
 def test_a_sweep_run_here_lands_every_row_and_status_says_complete(tmp_path, any_db):
     db = any_db
-    result = run_cli("sweep", "run", _spec(tmp_path), "-j", "2", "--db", db)
+    result = run_cli("sweep", "run", spec_file(tmp_path), "-j", "2", "--db", db)
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[-1].startswith("4 of 4 tasks ok; ")
     sweep = _sweep_dir(tmp_path)
@@ -132,7 +118,7 @@ def test_a_sweep_run_here_lands_every_row_and_status_says_complete(tmp_path, any
 @pytest.mark.jax
 def test_a_failing_cell_is_reported_and_resume_reruns_only_it_here(tmp_path, db, monkeypatch):
     (tmp_path / "flaky.py").write_text(FLAKY)
-    spec = _spec(tmp_path, GRID.replace('["toy"]', '["flaky:build"]'))
+    spec = spec_file(tmp_path, GRID.replace('["toy"]', '["flaky:build"]'))
     monkeypatch.setenv("FAIL_CELL", "interferometer")
     first = run_cli("sweep", "run", spec, "--db", db)
     assert first.exit_code == 1 and first.output.endswith("error: 2 task(s) failed: 2, 3\n")
@@ -163,19 +149,16 @@ def test_a_failing_cell_is_reported_and_resume_reruns_only_it_here(tmp_path, db,
         (0, 2), (1, 2), (2, 4), (3, 4)]
 
 
-ONE_TASK = GRID.replace('"interferometer"]', ']').replace("[4, 8]", "[4]")
-
-
 def test_an_explicit_db_beats_ledger_db_for_a_sweep_run_here(tmp_path, pg_db, monkeypatch):
     """e1e073e's fix, held: --db names where the tasks write, whatever LEDGER_DB says."""
     monkeypatch.setenv("LEDGER_DB", str(pg_db))
-    assert run_cli("sweep", "run", _spec(tmp_path, ONE_TASK), "--db", tmp_path / "here.db").exit_code == 0
+    assert run_cli("sweep", "run", spec_file(tmp_path, ONE_TASK), "--db", tmp_path / "here.db").exit_code == 0
     assert query(tmp_path / "here.db", "SELECT sweep_task, transform FROM compile_records ORDER BY id") == [
         (0, "jit"), (0, "grad")]
     assert query(pg_db, "SELECT count(*) FROM pg_tables WHERE tablename = 'compile_records'") == [(0,)]
     # and the other way round: LEDGER_DB a file, --db the server
     monkeypatch.setenv("LEDGER_DB", str(tmp_path / "env.db"))
-    assert run_cli("sweep", "run", _spec(tmp_path, ONE_TASK), "--db", pg_db, "--dir", tmp_path / "s2").exit_code == 0
+    assert run_cli("sweep", "run", spec_file(tmp_path, ONE_TASK), "--db", pg_db, "--dir", tmp_path / "s2").exit_code == 0
     assert query(pg_db, "SELECT sweep_task, transform FROM compile_records ORDER BY id") == [(0, "jit"), (0, "grad")]
     assert not (tmp_path / "env.db").exists()
 
@@ -217,7 +200,7 @@ def _sweep_dir_of(script: str) -> str:
 
 def test_the_script_of_every_option_is_its_lines_exactly(tmp_path):
     setup = ["module load cuda/12.4 # the node's", "source ~/venv/bin/activate", "export XLA_FLAGS='--a=1 --b'"]
-    spec = _spec(tmp_path, GRID.replace("[grid]", f"setup = {json.dumps(setup)}\n\n[grid]"))
+    spec = spec_file(tmp_path, GRID.replace("[grid]", f"setup = {json.dumps(setup)}\n\n[grid]"))
     dry = _dry_run(spec, "--partition", "gpu-a100", "--time", "1-00:30:00", "--cpus-per-task", "8", "--mem", "16G",
                    "--gpus", "a100:1", "--account", "proj_42", "--qos", "high", "--constraint", "a100&(ib|roce)",
                    "--max-parallel", "2", "--sbatch-arg=--exclusive", "--sbatch-arg", "--nodelist=node[01-04]")
@@ -240,7 +223,7 @@ HOSTILE = ["evil\ntouch PWNED\n#", "it's", 'a"b', "a b", "a\\b", "a\rb", "a#b", 
 @pytest.mark.parametrize("option", ["--partition", "--time", "--mem", "--gpus", "--account", "--qos", "--constraint",
                                     "--sbatch-arg"])
 def test_a_hostile_option_value_is_refused_in_one_line(tmp_path, option):
-    spec = _spec(tmp_path)
+    spec = spec_file(tmp_path)
     for value in HOSTILE:
         dry = _dry_run(spec, option, value)
         assert dry.exit_code == 1 and dry.output.count("\n") == 1 and len(dry.output) < 400, dry.output
@@ -254,14 +237,14 @@ def test_a_hostile_option_value_is_refused_in_one_line(tmp_path, option):
 @pytest.mark.parametrize("option", ["--cpus-per-task", "--max-parallel"])
 def test_a_whole_number_option_takes_only_a_sane_whole_number(tmp_path, option):
     for value in ("9" * 100_000, "100001", "1\n2", "0"):
-        dry = _dry_run(_spec(tmp_path), option, value)
+        dry = _dry_run(spec_file(tmp_path), option, value)
         assert dry.exit_code == 2 and "#!/bin/bash" not in dry.output
     assert not (tmp_path / "sweeps").exists()
 
 
 @pytest.mark.parametrize("name", ["evil\ntouch PWNED\n#", "it's", "a b", "-rf", ".hidden", "x" * 200, "caf\u00e9"])
 def test_a_spec_whose_file_name_could_not_be_a_job_name_is_refused(tmp_path, name):
-    spec = _spec(tmp_path, name=f"{name}.toml")
+    spec = spec_file(tmp_path, name=f"{name}.toml")
     for verb in ("plan", "run", "submit"):
         result = run_cli("sweep", verb, spec, *(["--dry-run"] if verb == "submit" else []))
         assert result.exit_code == 1 and result.output.count("\n") == 1 and len(result.output) < 400, result.output
@@ -271,7 +254,7 @@ def test_a_spec_whose_file_name_could_not_be_a_job_name_is_refused(tmp_path, nam
 
 @pytest.mark.parametrize("where", ["new\nline", "it's", "a b", "per%cent", "x" * 100_000])
 def test_a_sweep_directory_that_cannot_go_into_the_script_is_refused(tmp_path, where):
-    dry = _dry_run(_spec(tmp_path), "--dir", tmp_path / where)
+    dry = _dry_run(spec_file(tmp_path), "--dir", tmp_path / where)
     assert dry.exit_code == 1 and dry.output.startswith("error: sweep directory ") and len(dry.output) < 400
     assert dry.output.count("\n") == 1
 
@@ -280,7 +263,7 @@ def test_a_sweep_directory_that_cannot_go_into_the_script_is_refused(tmp_path, w
     ("echo 'open quote", "unexpected EOF"), ("module load cuda &&", "syntax error"),
     ("if true; then", "syntax error"), ("cat <<EOF", "here-document"), ("echo )", "syntax error")])
 def test_a_setup_line_that_would_run_into_the_next_is_refused(tmp_path, line, problem):
-    spec = _spec(tmp_path, GRID.replace("[grid]", f"setup = {json.dumps([line])}\n\n[grid]"))
+    spec = spec_file(tmp_path, GRID.replace("[grid]", f"setup = {json.dumps([line])}\n\n[grid]"))
     dry = _dry_run(spec)
     assert dry.exit_code == 1 and dry.output.count("\n") == 1, dry.output
     assert dry.output.startswith(f"error: setup line 1 {line!r}: not one complete shell line (") and problem in dry.output
@@ -293,15 +276,14 @@ def test_spec_values_never_reach_the_script(tmp_path):
     tests/test_sweep_hostile.py.)"""
     hostile = GRID.replace('"imaging"', json.dumps("img; touch PWNED $(id) `id` #'\"\\")).replace(
         '"interferometer"', json.dumps("x" * 200))
-    dry = _dry_run(_spec(tmp_path, hostile), "--partition", "debug")
+    dry = _dry_run(spec_file(tmp_path, hostile), "--partition", "debug")
     assert dry.exit_code == 0, dry.output[:300]
     _bash_n(dry.output)
     assert dry.output.splitlines() == _script_lines(dry.output, _sweep_dir_of(dry.output),
                                                     extra=["#SBATCH --partition=debug"])
 
 
-@settings(max_examples=150, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(option=st.sampled_from(["partition", "time", "mem", "gpus", "account", "qos", "constraint", "sbatch_args",
                                "setup"]),
        value=st.one_of(st.text(max_size=40), st.text(alphabet="-=&|\n\r\\'\" $`;#%ab0", max_size=20)))
@@ -348,7 +330,7 @@ def _wait(sweep, *extra) -> subprocess.CompletedProcess:
 @pytest.mark.slurm
 def test_a_2x2_sweep_as_a_job_array_lands_every_row_like_a_run_here(tmp_path, monkeypatch):
     assert shutil.which("sbatch"), "a slurm case ran without sbatch"
-    submitted = _submit(_spec(tmp_path), "--max-parallel", "2", "--time", "00:10:00", "--mem", "1M",
+    submitted = _submit(spec_file(tmp_path), "--max-parallel", "2", "--time", "00:10:00", "--mem", "1M",
                         "--sbatch-arg=--comment=ledger-test")
     assert submitted.returncode == 0, submitted.stderr
     sweep = _sweep_dir(tmp_path)
@@ -378,7 +360,7 @@ def test_a_2x2_sweep_as_a_job_array_lands_every_row_like_a_run_here(tmp_path, mo
     here = tmp_path / "here"
     here.mkdir()
     monkeypatch.chdir(here)
-    assert run_cli("sweep", "run", _spec(here), "--db", here / "here.db").exit_code == 0
+    assert run_cli("sweep", "run", spec_file(here), "--db", here / "here.db").exit_code == 0
     assert query(here / "here.db", cells) == slurm_rows and len(slurm_rows) == 8
 
 
@@ -387,7 +369,7 @@ def test_a_failing_task_in_the_array_is_reported_and_resume_resubmits_only_it(tm
     (tmp_path / "flaky.py").write_text(FLAKY)
     text = GRID.replace('["toy"]', '["flaky:build"]').replace('n_batch = [4, 8]', 'n_batch = [4]')
     setup = ['echo "setup ran on $SLURMD_NODENAME"', "export LEDGER_SETUP_SAYS=hello"]
-    spec = _spec(tmp_path, text.replace("[grid]", f"setup = {json.dumps(setup)}\n\n[grid]"))
+    spec = spec_file(tmp_path, text.replace("[grid]", f"setup = {json.dumps(setup)}\n\n[grid]"))
     monkeypatch.setenv("FAIL_CELL", "interferometer")  # sbatch hands the environment on
     submitted = _submit(spec)
     assert submitted.returncode == 0, submitted.stderr
@@ -414,7 +396,7 @@ def test_a_failing_task_in_the_array_is_reported_and_resume_resubmits_only_it(tm
 
 @pytest.mark.slurm
 def test_a_task_that_exits_before_its_first_log_line_shows_its_exit_code(tmp_path):
-    spec = _spec(tmp_path, ONE_TASK.replace("[grid]", 'setup = ["exit 7"]\n\n[grid]'))
+    spec = spec_file(tmp_path, ONE_TASK.replace("[grid]", 'setup = ["exit 7"]\n\n[grid]'))
     submitted = _submit(spec)
     assert submitted.returncode == 0, submitted.stderr
     sweep = _sweep_dir(tmp_path)
@@ -427,7 +409,7 @@ def test_a_task_that_exits_before_its_first_log_line_shows_its_exit_code(tmp_pat
 
 @pytest.mark.slurm
 def test_a_task_that_cannot_start_shows_why_is_cancelled_and_resumed_with_other_resources(tmp_path):
-    spec = _spec(tmp_path, ONE_TASK)
+    spec = spec_file(tmp_path, ONE_TASK)
     cpus = os.cpu_count() * 4  # more than the node has: queued for ever
     submitted = _submit(spec, "--cpus-per-task", str(cpus))
     assert submitted.returncode == 0, submitted.stderr
@@ -471,7 +453,7 @@ def test_a_task_that_cannot_start_shows_why_is_cancelled_and_resumed_with_other_
 @pytest.mark.slurm
 def test_a_sweep_on_slurm_writes_to_postgresql_and_an_explicit_db_beats_ledger_db(tmp_path, pg_db, monkeypatch):
     monkeypatch.setenv("LEDGER_DB", str(tmp_path / "env.db"))  # a SQLite LEDGER_DB, which --db overrides
-    submitted = _submit(_spec(tmp_path, ONE_TASK), "--db", pg_db)
+    submitted = _submit(spec_file(tmp_path, ONE_TASK), "--db", pg_db)
     assert submitted.returncode == 0, submitted.stderr
     sweep = _sweep_dir(tmp_path)
     redacted = str(pg_db)  # no password in it: that is in PGPASSFILE
@@ -488,9 +470,9 @@ def test_a_sweep_on_slurm_writes_to_postgresql_and_an_explicit_db_beats_ledger_d
     password = Path(os.environ["PGPASSFILE"]).read_text().split(":")[-1].strip()
     secret = str(pg_db).replace("ledger_test@", f"ledger_test:{password}@")
     monkeypatch.setenv("LEDGER_DB", secret)
-    env_sweep = _submit(_spec(tmp_path, ONE_TASK), "--dir", tmp_path / "s2")
+    env_sweep = _submit(spec_file(tmp_path, ONE_TASK), "--dir", tmp_path / "s2")
     # and --db a file beats that LEDGER_DB: the tasks write their own files
-    file_sweep = _submit(_spec(tmp_path, ONE_TASK), "--db", tmp_path / "mine.db", "--dir", tmp_path / "s3")
+    file_sweep = _submit(spec_file(tmp_path, ONE_TASK), "--db", tmp_path / "mine.db", "--dir", tmp_path / "s3")
     assert env_sweep.returncode == 0 and file_sweep.returncode == 0, env_sweep.stderr + file_sweep.stderr
     (second,), (third,) = (tmp_path / "s2").iterdir(), (tmp_path / "s3").iterdir()
     assert env_sweep.stdout.splitlines()[1] == f"every task writes to {str(pg_db).replace('ledger_test@', 'ledger_test:***@')}"
@@ -505,13 +487,13 @@ def test_a_sweep_on_slurm_writes_to_postgresql_and_an_explicit_db_beats_ledger_d
 
 def test_submit_without_slurm_says_so_and_leaves_no_sweep(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "no-slurm-here"))
-    result = run_cli("sweep", "submit", _spec(tmp_path))
+    result = run_cli("sweep", "submit", spec_file(tmp_path))
     assert (result.exit_code, result.output) == (
         1, "error: sbatch not found: this machine has no SLURM client (ledger sweep run runs a sweep here)\n")
     assert not (tmp_path / "sweeps").exists()
     # the tasks' ledger is a server: its URL, password and all, stays in the environment
     monkeypatch.setenv("LEDGER_DB", "postgresql+psycopg://ledger:s3cret-pw@db.example:5432/ledger")
-    dry = run_cli("sweep", "submit", _spec(tmp_path), "--dry-run", "--partition", "debug", "--time", "00:10:00")
+    dry = run_cli("sweep", "submit", spec_file(tmp_path), "--dry-run", "--partition", "debug", "--time", "00:10:00")
     assert dry.exit_code == 0 and not (tmp_path / "sweeps").exists()
     assert dry.output.splitlines() == _script_lines(dry.output, _sweep_dir_of(dry.output), extra=[
         "#SBATCH --partition=debug", "#SBATCH --time=00:10:00"])
@@ -521,7 +503,7 @@ def test_submit_without_slurm_says_so_and_leaves_no_sweep(tmp_path, monkeypatch)
 def test_cancel_and_slurm_options_are_for_slurm_sweeps(tmp_path):
     from ledger.sweep import spec, store
 
-    sweep = store.create(tmp_path / "sweeps", spec.load(_spec(tmp_path, ONE_TASK)), "local",
+    sweep = store.create(tmp_path / "sweeps", spec.load(spec_file(tmp_path, ONE_TASK)), "local",
                          {"kind": store.LEDGER_FILE, "path": str(tmp_path / "l.db")}).dir
     cancel = run_cli("sweep", "cancel", sweep)
     assert (cancel.exit_code, cancel.output) == (
@@ -540,7 +522,7 @@ def _per_task_sweep(tmp_path):
 
     from .conftest import compile_records_of_corpus, write_json
 
-    sweep = store.create(tmp_path / "sweeps", sweep_spec.load(_spec(tmp_path)), "slurm",
+    sweep = store.create(tmp_path / "sweeps", sweep_spec.load(spec_file(tmp_path)), "slurm",
                          {"kind": store.PER_TASK, "path": None})
     (rec,) = [r for r in compile_records_of_corpus() if r["tag"] == "cache-warm"]
     rows = [dict(rec, transform=t, sweep_id=sweep.sweep_id, sweep_task=0) for t in ("jit", "grad")]
@@ -585,30 +567,12 @@ def test_status_refuses_a_task_file_at_a_revision_it_does_not_know(tmp_path):
 
 # -- sweep.json read back ----------------------------------------------------------------
 
-def _made_sweep(tmp_path) -> Path:
-    """A SLURM sweep's directory as submit leaves it (without queueing anything)."""
-    from ledger.sweep import spec, store
-
-    sweep = store.create(tmp_path / "sweeps", spec.load(_spec(tmp_path, ONE_TASK)), "slurm",
-                         {"kind": store.PER_TASK, "path": None, "merge_into": str(tmp_path / "ledger.db")})
-    sweep.slurm = {"partition": "debug"}
-    sweep.submissions.append({"job_id": "99999", "tasks": [0], "options": sweep.slurm})
-    sweep.save()
-    return sweep.dir
-
-
-def _rewrite(sweep_dir: Path, change) -> None:
-    data = json.loads((sweep_dir / "sweep.json").read_text())
-    change(data)
-    (sweep_dir / "sweep.json").write_text(json.dumps(data))
-
-
 @pytest.mark.parametrize("content, why", [
     (b"", "JSONDecodeError: Expecting value"), (b'{"sweep_id": "x", "spec": {', "JSONDecodeError"),
     (b"\xff\xfe{}", "UnicodeDecodeError"), (b"[1, 2]", "TypeError"), (b"{}", "KeyError: 'sweep_id'"),
 ])
 def test_a_broken_sweep_file_is_one_line(tmp_path, content, why):
-    sweep = _made_sweep(tmp_path)
+    sweep = made_sweep(tmp_path)
     (sweep / "sweep.json").write_bytes(content)
     for verb in ("status", "resume", "cancel"):
         result = run_cli("sweep", verb, sweep)
@@ -626,8 +590,8 @@ def test_a_broken_sweep_file_is_one_line(tmp_path, content, why):
     (lambda d: d["submissions"][0].update(tasks="0"), "ValueError: submission"),
 ])
 def test_a_sweep_file_of_the_wrong_shape_is_one_line(tmp_path, change, why):
-    sweep = _made_sweep(tmp_path)
-    _rewrite(sweep, change)
+    sweep = made_sweep(tmp_path)
+    rewrite_sweep_file(sweep, change)
     result = run_cli("sweep", "status", sweep)
     assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
     assert result.output.startswith(f"error: {sweep}/sweep.json: not a sweep file (") and why in result.output
@@ -644,8 +608,8 @@ def test_a_sweep_file_of_the_wrong_shape_is_one_line(tmp_path, change, why):
 def test_sbatch_options_read_back_from_the_sweep_file_are_checked_again(tmp_path, slurm, why):
     """resume writes the script again from sweep.json: a hand-edited value there is
     refused as it would be on the command line, before anything is submitted."""
-    sweep = _made_sweep(tmp_path)
-    _rewrite(sweep, lambda d: d.update(slurm=slurm))
+    sweep = made_sweep(tmp_path)
+    rewrite_sweep_file(sweep, lambda d: d.update(slurm=slurm))
     result = run_cli("sweep", "resume", sweep)  # its one task is missing: resumed
     assert result.exit_code == 1 and result.output.startswith(f"error: {why}"), result.output
     assert result.output.count("\n") == 1 and not (sweep / "sweep.sbatch").exists()

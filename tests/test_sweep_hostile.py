@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from .conftest import run_cli
-from .test_sweep import ONE_TASK, _made_sweep, _rewrite, _spec
+from .conftest import examples, run_cli
+from .helpers import ONE_TASK, made_sweep, rewrite_sweep_file, spec_file
 
 LEDGER = Path(sys.executable).with_name("ledger")
 CAP_HELP = "or raise the cap with --max-tasks or LEDGER_SWEEP_MAX_TASKS (at most 100000)"
@@ -105,14 +105,14 @@ def _over(objectives: int, cells: int, repeats: int, cap: int = 10_000) -> str:
 def test_a_huge_sweep_is_refused_at_once_without_making_its_tasks(tmp_path, text, message):
     """Issue 13: a 1000 x 1000 grid reached 1 GB and printed 62 MB; repeats = 10^8, 5.5 GB;
     2**64 an OverflowError. The count is multiplied out before a task is made."""
-    done, seconds, rss_mb = _measured(["sweep", "plan", _spec(tmp_path, text)], timeout=30)
+    done, seconds, rss_mb = _measured(["sweep", "plan", spec_file(tmp_path, text)], timeout=30)
     assert (done.returncode, done.stdout, done.stderr) == (1, "", f"error: {message}\n")
     assert seconds < 10 and rss_mb < 200, (seconds, rss_mb)
 
 
 @pytest.mark.slow
 def test_the_cap_is_the_option_else_the_environment_else_10000(tmp_path, monkeypatch):
-    three = _spec(tmp_path, "repeats = 3\n")  # 3 tasks
+    three = spec_file(tmp_path, "repeats = 3\n")  # 3 tasks
     over = "the sweep has 3 tasks (1 objective(s) x 1 grid cell(s) x 3 repeat(s)), over the cap of 2: " \
            f"make the grid smaller, {CAP_HELP}"
     for verb in (["plan"], ["run"], ["submit", "--dry-run"]):
@@ -124,8 +124,8 @@ def test_the_cap_is_the_option_else_the_environment_else_10000(tmp_path, monkeyp
     assert run_cli("sweep", "plan", three, "--max-tasks", "3").stdout.endswith("\n3 tasks x 7 rows (jit, grad, vag, "
                                                                                "vmap, vmap_vag, laxmap_vag, pyloop_vag) = 21 rows\n")
     monkeypatch.setenv("LEDGER_SWEEP_MAX_TASKS", " ")  # blank: the default
-    assert run_cli("sweep", "plan", _spec(tmp_path, "repeats = 10000\n", "at_cap.toml")).exit_code == 0
-    _refused(run_cli("sweep", "plan", _spec(tmp_path, "repeats = 10001\n", "over.toml")),
+    assert run_cli("sweep", "plan", spec_file(tmp_path, "repeats = 10000\n", "at_cap.toml")).exit_code == 0
+    _refused(run_cli("sweep", "plan", spec_file(tmp_path, "repeats = 10001\n", "over.toml")),
              "the sweep has 10001 tasks (1 objective(s) x 1 grid cell(s) x 10001 repeat(s)), over the cap of 10000: "
              f"make the grid smaller, {CAP_HELP}")
 
@@ -146,7 +146,7 @@ def test_a_cap_out_of_range_is_one_line_naming_where_it_came_from(tmp_path, monk
     if env is not None:
         monkeypatch.setenv("LEDGER_SWEEP_MAX_TASKS", env)
     for verb in (["plan"], ["run"], ["submit", "--dry-run"]):
-        _refused(run_cli("sweep", *verb, _spec(tmp_path), *(["--max-tasks", option] if option else [])), message)
+        _refused(run_cli("sweep", *verb, spec_file(tmp_path), *(["--max-tasks", option] if option else [])), message)
     assert not (tmp_path / "sweeps").exists() and not (tmp_path / "ledger.db").exists()
 
 
@@ -166,7 +166,7 @@ def test_a_cap_out_of_range_is_one_line_naming_where_it_came_from(tmp_path, monk
 def test_a_number_or_list_out_of_range_is_one_line(tmp_path, text, message):
     start = time.monotonic()
     for verb in (["plan"], ["run"], ["submit", "--dry-run"]):
-        _refused(run_cli("sweep", *verb, _spec(tmp_path, text)), message)
+        _refused(run_cli("sweep", *verb, spec_file(tmp_path, text)), message)
     assert time.monotonic() - start < 10
     assert not (tmp_path / "sweeps").exists() and not (tmp_path / "ledger.db").exists()
 
@@ -176,7 +176,7 @@ def test_a_long_value_is_cut_short_in_the_plan(tmp_path):
     """10^4 tasks of a 200-character value (the most a cell value may be) printed whole
     would be 2 MB of that one value; each is cut to 60."""
     text = f'repeats = 10000\n[grid]\ndataset_class = ["{"x" * 200}"]\n'
-    done, seconds, rss_mb = _measured(["sweep", "plan", _spec(tmp_path, text)])
+    done, seconds, rss_mb = _measured(["sweep", "plan", spec_file(tmp_path, text)])
     lines = done.stdout.splitlines()
     assert done.returncode == 0 and len(lines) == 10_003 and seconds < 30 and rss_mb < 300, (seconds, rss_mb)
     assert lines[2] == f"   0  toy        dataset_class={'x' * 60}...       0"
@@ -198,7 +198,7 @@ def test_a_grid_value_that_is_no_cell_value_is_refused_before_anything(tmp_path,
     probe of it): a 500k value printed whole in 10^4 rows was 5 GB of plan; a line break
     split a row. Refused where the spec is read, by every verb, before a task is made."""
     for verb in (["plan"], ["run"], ["submit", "--dry-run"]):
-        _refused(run_cli("sweep", *verb, _spec(tmp_path, text)), message)
+        _refused(run_cli("sweep", *verb, spec_file(tmp_path, text)), message)
     assert not (tmp_path / "sweeps").exists() and not (tmp_path / "ledger.db").exists()
 
 
@@ -250,7 +250,7 @@ def test_a_spec_that_is_not_a_regular_file_of_sane_size_is_one_line_and_never_bl
 @pytest.mark.slow
 @pytest.mark.parametrize("case", ["dev-zero", "fifo", "dir", "big", "fifo-link"])
 def test_a_sweep_file_that_is_not_a_regular_file_of_sane_size_is_one_line_and_never_blocks(tmp_path, case):
-    sweep = _made_sweep(tmp_path)
+    sweep = made_sweep(tmp_path)
     path, what = _not_regular(tmp_path)[case]
     (sweep / "sweep.json").unlink()
     (sweep / "sweep.json").symlink_to(path)  # what the file is, seen through its name
@@ -262,14 +262,14 @@ def test_a_sweep_file_that_is_not_a_regular_file_of_sane_size_is_one_line_and_ne
 
 
 def test_a_sweep_file_nested_past_the_parsers_limit_is_one_line(tmp_path):
-    sweep = _made_sweep(tmp_path)
+    sweep = made_sweep(tmp_path)
     (sweep / "sweep.json").write_text("[" * 100_000 + "]" * 100_000)
     line = _refused(run_cli("sweep", "status", sweep))
     assert line.startswith(f"error: {sweep}/sweep.json: not a sweep file (RecursionError: maximum recursion depth")
 
 
 def test_a_spec_nested_past_the_parsers_limit_is_one_line(tmp_path):
-    _refused(run_cli("sweep", "plan", _spec(tmp_path, "objectives = " + "[" * 50_000 + "]" * 50_000 + "\n")),
+    _refused(run_cli("sweep", "plan", spec_file(tmp_path, "objectives = " + "[" * 50_000 + "]" * 50_000 + "\n")),
              f"{tmp_path}/grid.toml: not a sweep spec (TOML): nested too deep")
 
 
@@ -293,8 +293,8 @@ def test_a_spec_nested_past_the_parsers_limit_is_one_line(tmp_path):
 ])
 def test_a_sweep_file_of_the_wrong_shape_is_one_line_on_every_verb(tmp_path, change, why):
     """0f10c44 tried `status` only on a wrong shape; resume and cancel read it too."""
-    sweep = _made_sweep(tmp_path)
-    _rewrite(sweep, change)
+    sweep = made_sweep(tmp_path)
+    rewrite_sweep_file(sweep, change)
     before = sorted(tmp_path.rglob("*"))
     for verb in ("status", "resume", "cancel"):
         line = _refused(run_cli("sweep", verb, sweep))
@@ -307,8 +307,8 @@ def test_a_sweep_file_of_the_wrong_shape_is_one_line_on_every_verb(tmp_path, cha
 def test_a_sweep_file_over_the_ceiling_is_refused_without_making_its_tasks(tmp_path, verb):
     """A hand-edited `repeats` in sweep.json is held to the ceiling as a spec is to its
     cap: counted, never made (every verb made the sweep's tasks when it opened it)."""
-    sweep = _made_sweep(tmp_path)
-    _rewrite(sweep, lambda d: d["spec"].update(repeats=100_000_000))
+    sweep = made_sweep(tmp_path)
+    rewrite_sweep_file(sweep, lambda d: d["spec"].update(repeats=100_000_000))
     done, seconds, rss_mb = _measured(["sweep", verb, sweep], timeout=30)
     assert (done.returncode, done.stdout) == (1, ""), done.stderr[-500:]
     assert done.stderr == f"error: {sweep}/sweep.json: not a sweep file ({_over(1, 1, 100_000_000, 100_000)})\n"
@@ -391,8 +391,7 @@ def _toml_value(value) -> str:
 
 
 @pytest.mark.slow
-@settings(max_examples=120, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=examples(120), suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(text=spec_texts())
 @example(text="repeats = 18446744073709551616\n")
 @example(text=_grid(1000, 1000))
@@ -472,14 +471,13 @@ def local_sweep(tmp_path_factory) -> Path:
     """A sweep run here, one task done (its rows in a ledger file beside it)."""
     home = tmp_path_factory.mktemp("local_sweep")
     text = ONE_TASK.replace('transforms = ["jit", "grad"]', 'transforms = ["jit"]')
-    result = run_cli("sweep", "run", _spec(home, text), "--dir", home / "sweeps", "--db", home / "ledger.db")
+    result = run_cli("sweep", "run", spec_file(home, text), "--dir", home / "sweeps", "--db", home / "ledger.db")
     assert result.exit_code == 0, result.output
     return next((home / "sweeps").iterdir())
 
 
 @pytest.mark.jax
-@settings(max_examples=150, deadline=None, derandomize=True, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(data=st.data())
 def test_any_sweep_file_gives_a_status_or_one_line(local_sweep, data):
     # read once: the strategy must see the same document in every example (hypothesis

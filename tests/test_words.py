@@ -112,3 +112,38 @@ def test_no_import_cycle_in_the_house():
 
 def test_the_cycle_test_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+# -- tests share what they share through tests/ledgers.py and tests/helpers.py -------------
+# A test module imported by another is collected twice over in effect: its fixtures and
+# constants become an API no one meant, and running one file runs the other's imports.
+
+TESTS = sorted((REPO / "tests").rglob("*.py"))
+
+
+def _test_modules_imported(path: Path) -> list[str]:
+    """The test_* modules that `path` imports, imports inside functions counted."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [node.module] if node.module else []
+            if node.module in (None, "tests"):  # from . import test_x, from tests import test_x
+                names += [alias.name for alias in node.names]
+        else:
+            continue
+        found += [name for name in names if any(part.startswith("test_") for part in name.split("."))]
+    return found
+
+
+def test_no_test_module_imports_another():
+    imports = {str(p.relative_to(REPO)): found for p in TESTS if (found := _test_modules_imported(p))}
+    assert imports == {}, "move what is shared to tests/ledgers.py (ledgers) or tests/helpers.py (the rest)"
+
+
+def test_the_test_import_scan_finds_one(tmp_path):
+    path = tmp_path / "test_x.py"
+    path.write_text("from .helpers import rec\nfrom .test_pins import add\n\n\ndef f():\n"
+                    "    from . import test_sweep\n    import tests.test_report\n    from tests import ledgers\n")
+    assert _test_modules_imported(path) == ["test_pins", "test_sweep", "tests.test_report"]

@@ -1,0 +1,156 @@
+"""Helpers that test modules share and that build no ledger (tests/ledgers.py builds
+those): a test module imports these, never another test module (tests/test_words.py
+holds the tree to that)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+from hypothesis import HealthCheck
+
+from .case_kinds import LEDGER
+from .conftest import jax_platform
+
+# -- CLI results and property tests ---------------------------------------------------------
+
+# What a property test over ledgers adds to the profile (tests/conftest.py: budgets,
+# derandomize, no deadline): its examples share the module's fixtures, and some are slow.
+SETTINGS = {"suppress_health_check": [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]}
+
+
+def no_exception(result) -> None:
+    # CliRunner keeps an uncaught exception (a traceback for the user) in .exception;
+    # SystemExit is the normal way out, with the exit code.
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+
+
+# The validator's line for a timestamp that is not ISO 8601 (ledger/record_validation.py).
+STAMP = "timestamp is not an ISO 8601 time YYYY-MM-DDTHH:MM:SS[.ffffff][+HH:MM]"
+
+
+# -- a recorded program: `ledger record` run as a user runs it ------------------------------
+
+# Several functions, one at two shapes, a grad, compiles JAX makes itself (array
+# creation outside jit), and one compile the program keeps out of the cache (its
+# threshold raised around it). The oracle: JAX's backend_compile_duration events.
+PROGRAM = '''
+import os, sys
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+def show(a):
+    return np.asarray(a, dtype=float).round(3).tolist()
+
+seen = []
+def on_duration(event, duration, **kw):
+    if event == "/jax/core/compile/backend_compile_duration":
+        seen.append(duration)
+jax.monitoring.register_event_duration_secs_listener(on_duration)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+
+@jax.jit
+def caustic(x):
+    return jnp.sin(x) * jnp.cos(x).sum()
+
+def chi2(w, x):
+    return jnp.sum((x @ w - 1.0) ** 2)
+
+x3 = jnp.arange(3.0)                      # JAX's own compiles, outside any jit
+print("caustic", show(caustic(x3)))
+print("caustic", show(caustic(jnp.ones((2, 2)))))   # a second shape
+print("grad", show(jax.jit(jax.grad(chi2))(jnp.ones((2,)), jnp.ones((3, 2)))))
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 1000.0)
+print("small", show(jax.jit(lambda v: v * 2 + 1)(x3)))   # never persisted
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+print(f"oracle {len(seen)} {sum(seen):.9f}")
+sys.stdout.flush()
+sys.exit(int(os.environ.get("PROGRAM_EXIT", "0")))
+'''
+OUTPUT = ["caustic [0.0, 0.946, 1.022]", "caustic [[1.819, 1.819], [1.819, 1.819]]",
+          "grad [6.0, 6.0]", "small [1.0, 3.0, 5.0]"]
+FUNCTIONS = {"jit_caustic", "jit_chi2", "jit__lambda"}
+
+
+def lambda_named(name: str) -> str:
+    return "jit__lambda" if name.startswith("jit__lambda") else name  # jit__lambda_ on jax 0.4.30
+
+
+def program(tmp_path: Path, text: str = PROGRAM, name: str = "prog.py") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def recorded(tmp_path: Path, db, *command, env=None, record_args=(), **kw) -> subprocess.CompletedProcess:
+    """`ledger record --db DB -- COMMAND` as a user runs it, JAX on CPU, a cache dir set."""
+    environ = {**os.environ, "JAX_PLATFORMS": jax_platform(), "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "cache"),
+               **(env or {})}
+    at = ["--db", str(db)] if db is not None else []  # None: the ledger from LEDGER_DB
+    return subprocess.run([str(LEDGER), "record", *at, *record_args, "--", *map(str, command)],
+                          check=False, capture_output=True, text=True, cwd=tmp_path, env=environ, timeout=240, **kw)
+
+
+SUMMARY = re.compile(r"^ledger record: (\d+) compiles recorded into (.+) \(([^)]*)\), run ([0-9a-f]{12})$")
+
+
+def program_stderr(out: subprocess.CompletedProcess) -> str:
+    """What the program itself wrote on stderr: the ledger's own lines taken out."""
+    return "".join(ln for ln in out.stderr.splitlines(keepends=True) if not ln.startswith("ledger record: "))
+
+
+def summary(out: subprocess.CompletedProcess) -> tuple[int, str]:
+    """(compiles recorded, their states) from the one line the run ends with."""
+    said = [ln for ln in out.stderr.splitlines() if ln.startswith("ledger record: ")]
+    assert len(said) == 1, out.stderr
+    match = SUMMARY.match(said[0])
+    assert match, said[0]
+    return int(match.group(1)), match.group(3)
+
+
+def oracle(stdout: str) -> tuple[int, float]:
+    _, n, total = stdout.splitlines()[-1].split()
+    return int(n), float(total)
+
+
+# -- sweeps --------------------------------------------------------------------------------
+
+GRID = """\
+objectives = ["toy"]
+transforms = ["jit", "grad"]
+steady_calls = 1
+
+[grid]
+dataset_class = ["imaging", "interferometer"]
+n_batch = [4, 8]
+"""
+ONE_TASK = GRID.replace('"interferometer"]', ']').replace("[4, 8]", "[4]")
+
+
+def spec_file(tmp_path, text=GRID, name="grid.toml") -> Path:
+    """A sweep spec (TOML) written into tmp_path."""
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def made_sweep(tmp_path) -> Path:
+    """A SLURM sweep's directory as submit leaves it (without queueing anything)."""
+    from ledger.sweep import spec, store
+
+    sweep = store.create(tmp_path / "sweeps", spec.load(spec_file(tmp_path, ONE_TASK)), "slurm",
+                         {"kind": store.PER_TASK, "path": None, "merge_into": str(tmp_path / "ledger.db")})
+    sweep.slurm = {"partition": "debug"}
+    sweep.submissions.append({"job_id": "99999", "tasks": [0], "options": sweep.slurm})
+    sweep.save()
+    return sweep.dir
+
+
+def rewrite_sweep_file(sweep_dir: Path, change) -> None:
+    data = json.loads((sweep_dir / "sweep.json").read_text())
+    change(data)
+    (sweep_dir / "sweep.json").write_text(json.dumps(data))
