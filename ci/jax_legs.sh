@@ -2,13 +2,15 @@
 # The jax legs: the probe's cache-state tests on the jax range pyproject.toml declares,
 # its floor (the lowest jax and jaxlib on the lowest Python) and the newest jax (on
 # Python 3.12). The main suite runs on one jax; these cover what reads JAX internals
-# (probes/jax_internals.py): the probe's evidence, the cache-key components, and the
-# watch that reads them.
+# (probes/jax_internals.py): the probe's evidence, the cache-key components, predict, the
+# recorder's truth, and the watch that reads them. Which tests those are, their marker
+# says (`jax_legs`, tests/conftest.py), not a list here.
 #
 # Each leg is a throwaway venv under ${LEDGER_JAX_LEGS_DIR:-/tmp/ledger-jax-legs}
 # (outside the tree) with the project installed from a copy of the working tree, not
-# editable. The tests run from a copy of tests/ there, so they import the installed
-# package, not the checkout. A leg fails if a test fails or skips, or none ran.
+# editable. The tests run from a copy of tests/ and pyproject.toml (pytest's settings)
+# there, without the package's source beside them, so they import the installed package,
+# not the checkout. A leg fails if a test fails or skips, or none ran.
 #
 #   bash ci/jax_legs.sh          # both legs
 #   bash ci/jax_legs.sh floor    # one: floor or newest
@@ -17,9 +19,6 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DIR=${LEDGER_JAX_LEGS_DIR:-/tmp/ledger-jax-legs}
-TESTS=(tests/test_probes_cache_state.py tests/test_jax_internals.py
-       tests/test_probes_orchestrate.py tests/test_watch_probe.py tests/test_predict.py
-       tests/test_record_truth.py)
 NEWEST_PYTHON=3.12
 
 die() { echo "jax legs: $*" >&2; exit 1; }
@@ -72,7 +71,9 @@ leg() {  # leg NAME PYTHON JAX-REQUIREMENTS...
     local venv="$DIR/$name" run="$DIR/$name-run" log="$DIR/$name.log" start=$SECONDS
     local install_log="$DIR/$name-install.log"
     rm -rf "$venv" "$run" && mkdir -p "$run"
-    cp -r "$DIR/src/tests" "$run/tests"
+    # every test module is collected (-m picks among them): pyproject.toml brings pytest's
+    # settings (tests/field left out) and what tests/test_packaging.py reads as it loads
+    cp -r "$DIR/src/tests" "$run/tests" && cp "$DIR/src/pyproject.toml" "$run/"
     if ! { "$python" -m venv "$venv" && "$venv/bin/pip" install -q "$DIR/src[test]" "$@"; } >"$install_log" 2>&1; then
         tail -n 30 "$install_log" >&2
         die "leg $name: installing the project with $* on $("$python" -V 2>&1) failed (log: $install_log)"
@@ -86,7 +87,7 @@ EOF
 )
     local t0=$SECONDS rc=0
     (cd "$run" && LEDGER_REQUIRE_ALL=1 "$venv/bin/python" -m pytest -q -p no:cacheprovider \
-        --junitxml="$DIR/$name.xml" "${TESTS[@]}") >"$log" 2>&1 || rc=$?
+        --junitxml="$DIR/$name.xml" -m jax_legs tests) >"$log" 2>&1 || rc=$?
     local tests_s=$((SECONDS - t0)) counts
     counts=$("$venv/bin/python" - "$DIR/$name.xml" 2>/dev/null <<'EOF' || echo "0 0 0 0"
 import sys

@@ -21,6 +21,8 @@ from ledger.probes import ProbeSpec
 from ledger.probes import jax_internals as ji
 from ledger.probes.protocol import payload, run_child
 
+pytestmark = pytest.mark.jax_legs  # it reads JAX internals: run on the jax legs too (ci/jax_legs.sh)
+
 LEDGER = Path(sys.executable).with_name("ledger")
 JAX = f"jax {version('jax')}"
 MOVE_ENV = "LEDGER_TEST_MOVE"

@@ -17,6 +17,7 @@ import pytest
 
 from .conftest import query, run_cli
 
+pytestmark = pytest.mark.jax_legs
 LEDGER = shutil.which("ledger", path=str(Path(sys.executable).parent)) or "ledger"
 FLAG = "--xla_cpu_enable_fast_math=false"  # a harmless CPU flag, hashed into the key
 

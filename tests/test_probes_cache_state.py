@@ -17,6 +17,8 @@ from ledger.probes.protocol import payload, run_child
 
 from ledger.record import PROBE_RECORD_FIELDS
 
+pytestmark = pytest.mark.jax_legs  # it reads JAX internals: run on the jax legs too (ci/jax_legs.sh)
+
 ALL = ["jit", "grad", "vag", "vmap", "vmap_vag", "laxmap_vag", "pyloop_vag"]
 
 

@@ -19,6 +19,8 @@ from ledger.probes import (
 
 from ledger.record import PROBE_RECORD_FIELDS
 
+pytestmark = pytest.mark.jax_legs  # it reads JAX internals: run on the jax legs too (ci/jax_legs.sh)
+
 USER_OBJECTIVES = textwrap.dedent('''
     import os
     import numpy as np

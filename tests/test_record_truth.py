@@ -15,7 +15,8 @@ import pytest
 from .conftest import query
 from .helpers import FUNCTIONS, OUTPUT, lambda_named, oracle, program, program_stderr, recorded, summary
 
-pytestmark = pytest.mark.jax  # every case runs a recorded program that compiles
+# every case runs a recorded program that compiles, and reads JAX's compile path (the jax legs)
+pytestmark = [pytest.mark.jax, pytest.mark.jax_legs]
 
 ROWS = ("SELECT function, input_signature, cache_state, cache_state_source, cache_not_persisted, backend_compile_s,"
         " compile_s, trace_s, cache_key, cache_key_components, tag, run_id FROM compile_records ORDER BY id")
