@@ -8,9 +8,10 @@ import shlex
 import sqlalchemy as sa
 
 from ledger.errors import LedgerError
+from ledger.record import CELL_LABELS
 
 # The columns a user may narrow pins, check and repin by.
-FILTER_FIELDS = ("hardware", "hostname", "dataset_class", "model_type", "instrument", "transform")
+FILTER_FIELDS = ("hardware", "hostname", *CELL_LABELS, "transform")
 
 
 def filter_sql(filters: dict | None, alias: str = "") -> tuple[str, dict]:

@@ -170,6 +170,17 @@ RECORDED_TRANSFORM = "recorded"
 FUNCTION_KIND_EAGER, FUNCTION_KIND_JIT = "eager", "jit"
 FUNCTION_KINDS = (FUNCTION_KIND_EAGER, FUNCTION_KIND_JIT)
 
+# -- the named keys ------------------------------------------------------------------
+# What a probe's row is *of*, named by who sets it. Everything below derives from these:
+# ProbeSpec.cell() and a sweep's grid (BUILDER_INPUTS), the options `ledger record`
+# labels a program's rows with (CELL_LABELS), a prediction's columns, the filters.
+#
+# The labels of a cell: what was modelled, as the user names it.
+CELL_LABELS = ("dataset_class", "model_type", "instrument")
+# The builder's inputs: what an objective's builder receives, what a sweep's grid varies
+# and what a probe or prediction is made for (the labels, the batch shape, precision).
+BUILDER_INPUTS = (*CELL_LABELS, "n_batch", "batch_size", "mixed_precision")
+
 # -- the comparability key -----------------------------------------------------------
 # A compile time compares only within one host key and one cell. hostname is in the
 # key because hardware alone ('local_cpu') pools a laptop with a 32-core node, and
@@ -182,10 +193,9 @@ HOST_KEY_FIELDS = ("hardware", "hostname", "jax_version", "mixed_precision", "ca
 # A recorded row's cell also holds its function and input signature (NULL on probe rows,
 # and NULL equals NULL in every key comparison: ledger/watch/keys.same_sql), so each
 # function of a program at each signature is its own cell. The shape stays last.
-CELL_FIELDS = ("dataset_class", "model_type", "instrument", "transform", "function", "input_signature",
-               "n_batch", "batch_size")
 # The cell's columns that are its batch shape, as people read them.
 SHAPE_FIELDS = ("n_batch", "batch_size")
+CELL_FIELDS = (*CELL_LABELS, "transform", "function", "input_signature", *SHAPE_FIELDS)
 COMPARABILITY_KEY = (*HOST_KEY_FIELDS, *CELL_FIELDS)
 # What a cold row and a warm row of the same key share: the report shows them side by
 # side, and a cache cell (this plus cache_dir) is where a cache went cold.

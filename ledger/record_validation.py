@@ -25,6 +25,7 @@ from typing import Any
 from ledger.record import (
     CACHE_STATE_SOURCES,
     CACHE_STATES,
+    CELL_LABELS,
     COMPILE_FIELDS,
     DURATION_FIELDS,
     FUNCTION_KINDS,
@@ -87,7 +88,7 @@ def text_ok(value: str) -> bool:
 # The fields a person names a row by, which lines of output show (pins, check, the
 # report): the tag and the cell's text. Each is one line of printable text of at most
 # TEXT_VALUE_MAX characters (check_text_value), whichever way it comes in.
-LINE_FIELDS = ("tag", "dataset_class", "model_type", "instrument", "transform")
+LINE_FIELDS = ("tag", *CELL_LABELS, "transform")
 TEXT_VALUE_MAX = 200
 # C0 and C1 control characters (tab, newline, CR, ESC, NUL, DEL, NEL) and the Unicode
 # line and paragraph separators: each would break a line of output or drive a terminal.

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 
-from ledger.record import SHAPE_FIELDS, STATUS_OK, WARM, now_timestamp
+from ledger.record import CELL_LABELS, SHAPE_FIELDS, STATUS_OK, WARM, now_timestamp
 
 
 def _p(alias: str) -> str:
@@ -78,7 +78,7 @@ def describe_key(row) -> str:
     """A key (or a cell) for people: host, then cell."""
     mp = row["mixed_precision"]
     host = f"{row['hardware']}/{row['hostname']} jax {row['jax_version']}" + (" mixed" if mp else "")
-    cell = "/".join(str(row[f]) if row[f] is not None else "-" for f in ("dataset_class", "model_type", "instrument"))
+    cell = "/".join(str(row[f]) if row[f] is not None else "-" for f in CELL_LABELS)
     # the batch shape is part of the cell: two shapes are two keys, and must read so
     shape = [f"{f} {row.get(f)}" for f in SHAPE_FIELDS if row.get(f) is not None]
     # a recorded compile's cell is its function at an input signature

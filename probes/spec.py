@@ -17,6 +17,8 @@ from ledger.probes.errors import ProbeError
 from ledger.probes.objectives import Objective, resolve_objective
 from ledger.probes.transforms import TRANSFORMS, parse_transforms, validate_batching
 
+from ledger.record import BUILDER_INPUTS
+
 
 @dataclass(frozen=True)
 class ProbeSpec:
@@ -65,14 +67,7 @@ class ProbeSpec:
 
     def cell(self) -> dict:
         """What the builder receives, and what every row of this probe records."""
-        return {
-            "dataset_class": self.dataset_class,
-            "model_type": self.model_type,
-            "instrument": self.instrument,
-            "n_batch": self.n_batch,
-            "batch_size": self.batch_size,
-            "mixed_precision": self.mixed_precision,
-        }
+        return {name: getattr(self, name) for name in BUILDER_INPUTS}
 
 
 def _check_text_values(spec: ProbeSpec) -> None:

@@ -22,6 +22,7 @@ WORDS = [
     ("a key's canonical values", r"""==\s*["']mixed_precision["']\s+and\b""", "ledger/rows.py"),
     ("same key or cell as a row", r"""join\(same_sql\(""", "ledger/watch/keys.py"),
     ("SQLite's lock message", r"""["'](database is )?(locked|busy)["']""", "ledger/storage/sqlite_file.py"),
+    ("a cell's labels", r"""["']dataset_class["'],\s*["']model_type["'],\s*["']instrument["']""", "ledger/record.py"),
 ]
 
 
@@ -41,7 +42,8 @@ def test_the_scan_finds_a_second_spelling(what, pattern, home, tmp_path):
                "the ok rule": "SQL = \"COALESCE(status, 'ok') = 'ok'\"",
                "a key's canonical values": "v = [bool(r[n]) if n == 'mixed_precision' and r[n] else r[n] for n in ns]",
                "same key or cell as a row": "same = ' AND '.join(same_sql(f, f':{f}', d) for f in CELL)",
-               "SQLite's lock message": "locked = 'locked' in str(exc)"}[what]
+               "SQLite's lock message": "locked = 'locked' in str(exc)",
+               "a cell's labels": "CELL = ('dataset_class', 'model_type', 'instrument')"}[what]
     (tmp_path / "stray.py").write_text(spelled + "\n", encoding="utf-8")
     (tmp_path / "clean.py").write_text("SQL = 'SELECT 1'\n", encoding="utf-8")
     assert _spellings(pattern, sorted(tmp_path.iterdir()), tmp_path) == {"stray.py"}

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import sys
 
+from ledger.record import CELL_LABELS
+
 # option -> record_cmd's parameter (ledger/cli/record.py)
 RECORD_OPTIONS = {"--db": "db", "--tag": "tag", "--dataset-class": "dataset_class",
                   "--model-type": "model_type", "--instrument": "instrument"}
@@ -67,7 +69,7 @@ def run(args: list[str]) -> bool:
         return False
     try:
         status = exec_recorded(parsed["command"], parsed["db"], parsed["tag"],
-                               {k: parsed[k] for k in ("dataset_class", "model_type", "instrument")})
+                               {k: parsed[k] for k in CELL_LABELS})
     except Exception as exc:
         error = as_ledger_error(exc)
         if error is None:

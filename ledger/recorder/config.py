@@ -13,11 +13,13 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field
 
+from ledger.record import CELL_LABELS
+
 ENV = "LEDGER_RECORD"
 # Where the ledger's own code lives, for a program whose Python path lacks it: appended
 # (never prepended) at jax import, so the program's own packages still win.
 ENV_PATH = "LEDGER_RECORD_PATH"
-CELL = ("dataset_class", "model_type", "instrument")
+CELL = CELL_LABELS
 
 
 @dataclass

@@ -24,6 +24,7 @@ import time
 
 from ledger.compile_counter import CompileCounter
 from ledger.record import (
+    CELL_LABELS,
     COLD,
     NONE,
     NOT_PERSISTED_PROCESS_INDEX,
@@ -214,7 +215,7 @@ class Recorder:
             self._static = {
                 "transform": RECORDED_TRANSFORM, "status": STATUS_OK, "mixed_precision": False,
                 **{k: env[k] for k in ("hardware", "jax_version", "jaxlib_version", "backend", "device_kind")},
-                **{k: cfg.cell.get(k) for k in ("dataset_class", "model_type", "instrument")},
+                **{k: cfg.cell.get(k) for k in CELL_LABELS},
                 "tag": cfg.tag, "run_id": cfg.run_id, "command": cfg.command,
                 "objective": "record", "hostname": socket.gethostname(),
             }

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from ledger.record import COMPARABILITY_KEY, COMPILE_FIELDS, INSTRUMENT_COLUMNS
+from ledger.record import BUILDER_INPUTS, COMPARABILITY_KEY, COMPILE_FIELDS, INSTRUMENT_COLUMNS
 
 metadata = sa.MetaData(
     naming_convention={
@@ -158,7 +158,7 @@ predictions = sa.Table(
     sa.Column("transform", sa.Text, nullable=False),
     sa.Column("objective", sa.Text),
     *(sa.Column(name, _SA_TYPES[COMPILE_FIELDS[name]]) for name in (
-        "dataset_class", "model_type", "instrument", "n_batch", "batch_size", "mixed_precision",
+        *BUILDER_INPUTS,
         "hardware", "hostname", "jax_version", "cache_dir", "program_fingerprint", "x64")),
     sa.Column("after_row_id", ID, nullable=False, server_default="0"),
     sa.Column("created_at", sa.Text, nullable=False),

@@ -43,13 +43,16 @@ from pathlib import Path
 
 from ledger.errors import LedgerError
 from ledger.files import kind_of
+from ledger.record import BUILDER_INPUTS
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
+# the builder's inputs (ledger/record.py), in the order a grid is read and its tasks listed
 GRID_FIELDS = ("dataset_class", "instrument", "model_type", "n_batch", "batch_size", "mixed_precision")
+assert sorted(GRID_FIELDS) == sorted(BUILDER_INPUTS)
 TOP_FIELDS = ("objectives", "transforms", "repeats", "cold_warm", "steady_calls", "cache", "setup", "grid")
 CACHE_POLICIES = ("per-task", "shared", "none")
 # A spec name: a file stem that is safe as a directory name, a SLURM job name and a
