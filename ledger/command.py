@@ -199,6 +199,31 @@ def explain(row_id: int, db=None):
         return explain_row(ledger.engine, row_id)
 
 
+def runs(db=None, *, filters: dict | None = None, limit: int | None = 20):
+    """`ledger runs`: one Run per run id, newest first (at most ``limit``; None: all), and
+    how many rows belong to no run (legacy imports)."""
+    from ledger.filters import refuse_unmatched
+    from ledger.report.runs import list_runs, unrun_rows
+
+    with _open(db, "read") as ledger:
+        with ledger.engine.connect() as conn:
+            refuse_unmatched(conn, filters, "no runs to list")
+        return list_runs(ledger.engine, filters, limit), unrun_rows(ledger.engine, filters)
+
+
+def diff(db=None, a: str | None = None, b: str | None = None):
+    """`ledger diff`: run ``a`` against run ``b``, function by function (neither given:
+    the last two runs of the newest run's command or objective). A Diff (functions,
+    counts(), as_json(), exit_code: 1 when anything went cold or slower)."""
+    from ledger.report.diff import DiffUsageError, diff_runs, last_two
+
+    if (a is None) != (b is None):
+        raise DiffUsageError("give two run ids, or none for the last two runs of the same command or objective")
+    with _open(db, "read") as ledger:
+        a, b = (a, b) if a is not None else last_two(ledger.engine)
+        return diff_runs(ledger.engine, a, b)
+
+
 def report(db=None, *, filters: dict | None = None, predictions: bool = True) -> str:
     """`ledger report`: the markdown report (``predictions``: how often predict held)."""
     from ledger.filters import refuse_unmatched

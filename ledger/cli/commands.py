@@ -43,7 +43,7 @@ def _root(
     ctx.meta[_TRACEBACK] = traceback
 
 
-from ledger.cli import db, legacy, merge, pins, predict, probe, record, report, sql, sweep, watch
+from ledger.cli import db, legacy, merge, pins, predict, probe, record, report, runs, sql, sweep, watch
 
 app.command("import")(legacy.import_cmd)
 app.command("export")(legacy.export_cmd)
@@ -59,3 +59,5 @@ app.add_typer(sweep.app, name="sweep")
 app.command("check")(watch.check_cmd)
 app.command("explain")(watch.explain_cmd)
 app.command("report")(report.report_cmd)
+app.command("runs")(runs.runs_cmd)
+app.command("diff")(runs.diff_cmd)

@@ -1,0 +1,78 @@
+"""`ledger runs` and `ledger diff` on 1,000 recorded runs of a 250-compile program
+(250,000 rows), against the floor: `ledger sql` of a bare SELECT run_id, COUNT(*) ...
+GROUP BY run_id over the same rows (the same process start, the same open).
+
+The ledger is made at head and filled by plain INSERTs of recorded rows (61 functions,
+the rest eager primitives; one run in five cold, the rest warm), then each command runs
+as a fresh process: best of 5, interleaved. Target: each within 1 s, and the ratio said.
+Run: .venv/bin/python bench/bench_runs.py [RUNS] [COMPILES]
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import BIN
+
+TRIES = 5
+TARGET_S = 1.0
+COLS = ("transform", "compile_s", "dataset_class", "model_type", "instrument", "hardware", "jax_version",
+        "cache_dir", "mixed_precision", "tag", "hostname", "timestamp", "cache_state", "status", "run_id",
+        "phase", "function", "input_signature", "command", "function_kind", "pid", "compile_index")
+
+
+def fill(db: Path, runs: int, compiles: int) -> None:
+    subprocess.run([str(BIN / "ledger"), "db", "upgrade", "--db", str(db)], check=True, stdout=subprocess.DEVNULL)
+    rnd = random.Random(0)
+    con = sqlite3.connect(db)
+    sql = f"INSERT INTO compile_records ({', '.join(COLS)}) VALUES ({', '.join('?' * len(COLS))})"
+    with con:
+        for r in range(runs):
+            state = "cold" if r % 5 == 0 else "warm"
+            stamp = f"2026-{1 + r // 250:02d}-{1 + (r // 10) % 25:02d}T{r % 24:02d}:{r % 60:02d}:00+00:00"
+            rows = []
+            for i in range(compiles):
+                fn = f"jit_fn{i % 61}" if i < 61 else f"jit_prim{i % 40}"
+                cost = (2.0 if state == "cold" else 0.05) * (1 + rnd.random())
+                rows.append(("recorded", cost, None, None, None, "local_cpu", "0.10.2", "/c", False, None, "node1",
+                             stamp, state, "ok", f"run{r:05d}", None, fn, f"f32[{i}]", "python fit.py",
+                             "jit" if i < 61 else "eager", 1000 + r, i))
+            con.executemany(sql, rows)
+    con.close()
+
+
+def timed(args: list[str]) -> float:
+    t0 = time.perf_counter()
+    subprocess.run([str(BIN / "ledger"), *args], check=False, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+    compiles = int(sys.argv[2]) if len(sys.argv) > 2 else 250
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "ledger.db"
+        fill(db, runs, compiles)
+        cases = {
+            "floor": ["sql", "SELECT run_id, COUNT(*) FROM compile_records GROUP BY run_id", "--db", str(db)],
+            "runs": ["runs", "--db", str(db)],
+            "diff": ["diff", "--db", str(db)],
+        }
+        best = {name: min(timed(args) for _ in range(TRIES)) for name, args in cases.items()}
+    print(f"{runs} runs x {compiles} compiles = {runs * compiles:,} rows")
+    print(f"floor (ledger sql GROUP BY run_id): {best['floor']:.2f} s")
+    for name in ("runs", "diff"):
+        ratio = best[name] / best["floor"]
+        print(f"ledger {name}: {best[name]:.2f} s = {ratio:.2f}x the floor: "
+              f"{'PASS' if best[name] <= TARGET_S else 'FAIL'} (target: within {TARGET_S:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

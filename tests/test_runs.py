@@ -1,0 +1,132 @@
+"""`ledger runs` and `ledger diff`: a real program recorded three times (cold, warm, then
+cold again under a changed XLA flag), and every change kind on imported rows."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from .conftest import query, run_cli, write_json
+from .helpers import recorded
+
+PROGRAM = """
+import jax, jax.numpy as jnp
+
+@jax.jit
+def loss(x):
+    return jnp.sum(jnp.sin(x) ** 2)
+
+@jax.jit
+def step(x):
+    return x - 0.1 * x ** 2
+
+print(float(loss(jnp.arange(8.0))), float(step(jnp.arange(8.0))[1]))
+"""
+# below JAX's default thresholds nothing tiny is persisted: a program's real cache would be
+PERSIST = {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0", "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1"}
+FLAG = "--xla_cpu_enable_fast_math=false"
+
+
+@pytest.mark.jax
+@pytest.mark.slow
+def test_a_program_recorded_three_times_lists_its_runs_and_the_flag_that_sent_it_cold(tmp_path):
+    (tmp_path / "fit.py").write_text(PROGRAM)
+    db = tmp_path / "ledger.db"
+    for flags in ("", "", FLAG):
+        out = recorded(tmp_path, db, sys.executable, "fit.py", env={**PERSIST, "XLA_FLAGS": flags})
+        assert out.returncode == 0, out.stderr
+    runs = run_cli("runs", "--json", "--db", db)
+    assert runs.exit_code == 0, runs.output
+    listed = json.loads(runs.output)
+    assert [(r["cold"], r["warm"]) for r in listed] == [(n, 0), (0, n), (n, 0)] if (n := listed[0]["compiles"]) else False
+    assert all(r["what"] == f"{sys.executable} fit.py" for r in listed)
+    assert listed[1]["saved_s"] > 0 and listed[0]["saved_s"] is None  # a cold run saved nothing known
+    text = run_cli("runs", "--db", db).output.splitlines()
+    assert text[0].split() == ["run", "started", "host", "what", "compiles", "cold", "warm", "compile_s", "saved_s"]
+    assert text[-1] == "3 runs; saved_s: the cell's median cold compile minus the warm one"
+
+    diff = run_cli("diff", "--db", db)  # the last two runs of the same command
+    assert diff.exit_code == 1, diff.output
+    lines = diff.output.splitlines()
+    mine = [ln for ln in lines if ln.startswith(("went-cold jit_loss(", "went-cold jit_step("))]
+    assert len(mine) == 2 and all(ln.endswith(": XLA flags") for ln in mine), lines
+    assert lines[-1] == f"run {listed[1]['run_id']} -> run {listed[0]['run_id']}: {n} functions: {n} went-cold"
+    same = run_cli("diff", listed[2]["run_id"], listed[1]["run_id"], "--json", "--db", db)
+    assert same.exit_code == 0
+    assert {f["change"] for f in json.loads(same.output)["functions"]} == {"went-warm"}
+
+
+BASE = {"transform": "jit", "trace_s": 0.1, "first_s": 0.1, "steady_s": 0.01, "dataset_class": "imaging",
+        "model_type": "mge", "instrument": "hst", "ndim": 8, "n_batch": 1, "batch_size": 1,
+        "hardware": "local_cpu", "jax_version": "0.10.2", "cache_dir": "/c", "mixed_precision": False,
+        "tag": "t", "hostname": "node1", "status": "ok", "objective": "mge", "cache_state_source": "measured",
+        "host_cpu_count": 8, "host_load_avg_1m": 0.1}
+
+
+def _run(run_id: str, minute: int, *rows) -> list[dict]:
+    return [{**BASE, "run_id": run_id, "phase": "p", "timestamp": f"2026-07-01T10:{minute:02d}:0{i}+00:00",
+             "transform": t, "cache_state": s, "compile_s": c} for i, (t, s, c) in enumerate(rows)]
+
+
+@pytest.fixture
+def two_runs(tmp_path):
+    db = tmp_path / "ledger.db"
+    records = [*_run("a", 1, ("jit", "cold", 2.0), ("vag", "warm", 1.0), ("grad", "warm", 1.0), ("vmap", "warm", 0.5),
+                     ("gone", "warm", 0.5)),
+               *_run("b", 2, ("jit", "warm", 0.1), ("vag", "warm", 3.0), ("grad", "warm", 0.2), ("vmap", "warm", 0.52),
+                     ("new", "cold", 1.0))]
+    assert run_cli("import", write_json(tmp_path / "rows.json", records), "--db", db).exit_code == 0
+    return db
+
+
+def test_diff_names_each_change_kind_and_fails_on_slower(two_runs):
+    result = run_cli("diff", "a", "b", "--db", two_runs)
+    assert result.exit_code == 1
+    assert result.output.splitlines() == [
+        "slower    vag: warm 1.000 s -> warm 3.000 s",
+        "new       new: - -> cold 1.000 s",
+        "gone      gone: warm 0.500 s -> -",
+        "went-warm jit: cold 2.000 s -> warm 0.100 s",
+        "faster    grad: warm 1.000 s -> warm 0.200 s",
+        "run a -> run b: 6 functions: 1 slower, 1 new, 1 gone, 1 went-warm, 1 faster, 1 same"]
+    out = json.loads(run_cli("diff", "a", "b", "--json", "--db", two_runs).output)
+    vmap = next(f for f in out["functions"] if f["transform"] == "vmap")
+    assert vmap == {"transform": "vmap", "function": None, "input_signature": None, "change": "same", "cause": None,
+                    "a": {"cache_state": "warm", "compile_s": 0.5, "row_id": 4},
+                    "b": {"cache_state": "warm", "compile_s": 0.52, "row_id": 9}}
+    assert run_cli("diff", "--all", "a", "b", "--db", two_runs).output.count("\n") == 7
+
+
+def test_diff_alone_is_the_last_two_runs_of_the_same_objective(two_runs):
+    assert run_cli("diff", "--db", two_runs).output.splitlines()[-1].startswith("run a -> run b: ")
+
+
+def test_runs_lists_newest_first_with_saved_seconds(two_runs):
+    listed = json.loads(run_cli("runs", "--json", "--db", two_runs).output)
+    assert [(r["run_id"], r["compiles"], r["cold"], r["warm"]) for r in listed] == [("b", 5, 1, 4), ("a", 5, 1, 4)]
+    # b's warm jit against jit's median cold (2.0): 1.9; the other warm cells were never cold
+    assert (listed[0]["saved_s"], listed[0]["saved_unknown"]) == (pytest.approx(1.9), 3)
+    assert listed[0]["what"] == "mge (grad, jit, new, vag, vmap)"
+    assert json.loads(run_cli("runs", "--json", "--limit", "1", "--db", two_runs).output)[0]["run_id"] == "b"
+
+
+@pytest.mark.parametrize("args, message", [
+    (("diff", "a", "nope"), "error: no run 'nope' in this ledger (`ledger runs` lists them)"),
+    (("diff", "a"), "error: give two run ids, or none for the last two runs of the same command or objective"),
+    (("runs", "--transform", "bogus"), "error: no compile row matches --transform bogus: no runs to list"),
+])
+def test_bad_input_is_one_line_and_exit_2(two_runs, args, message):
+    result = run_cli(*args, "--db", two_runs)
+    assert (result.exit_code, result.output.strip()) == (2, message)
+
+
+def test_diff_without_a_second_run_says_so(tmp_path):
+    db = tmp_path / "ledger.db"
+    assert run_cli("import", write_json(tmp_path / "r.json", _run("only", 1, ("jit", "cold", 1.0))),
+                   "--db", db).exit_code == 0
+    result = run_cli("diff", "--db", db)
+    assert (result.exit_code, result.output.strip()) == (
+        2, "error: run only is the only run of objective mge: give two run ids (`ledger runs`)")
+    assert query(db, "SELECT count(*) FROM compile_records") == [(1,)]
