@@ -16,7 +16,7 @@ from ledger import command
 from ledger.record import COLD, NONE
 from ledger.watch.kinds import KINDS
 
-from .conftest import query, write_json
+from .conftest import examples, query, write_json
 
 WARM_ROW = re.compile(r"last warm row (\d+)")
 COMPONENTS = [json.dumps({"computation": c, "XLA flags": f}) for c in ("h1", "h2") for f in ("f1", "f2")]
@@ -78,7 +78,7 @@ def _newest_cold_after_warm(db) -> set[int]:
 
 
 @pytest.mark.slow
-@settings(max_examples=40, deadline=None, database=None, phases=(Phase.explicit, Phase.generate),
+@settings(max_examples=examples(40), phases=(Phase.explicit, Phase.generate),
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(rows=st.lists(row, min_size=1, max_size=14))
 def test_check_and_explain_agree_on_every_cell(tmp_path_factory, rows):
