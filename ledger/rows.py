@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 
-from ledger.record import CELL_LABELS, SHAPE_FIELDS, STATUS_OK, WARM, now_timestamp
+from ledger.record import CELL_LABELS, FUNCTION_KIND_EAGER, SHAPE_FIELDS, STATUS_OK, WARM, now_timestamp
 
 
 def _p(alias: str) -> str:
@@ -53,6 +53,13 @@ def ok_sql(alias: str = "") -> str:
     """The compile succeeded. status is NULL only on rows written before the column had
     its default: they were successful compiles (a failed transform was never recorded then)."""
     return f"COALESCE({_p(alias)}status, '{STATUS_OK}') = '{STATUS_OK}'"
+
+
+def not_eager_sql(alias: str = "") -> str:
+    """Not one of JAX's eager primitives (jit_add, jit_broadcast_in_dim: an op run outside
+    jit): the report's tables show a program's own functions and the probe's transforms,
+    and fold the primitives into one line under their program."""
+    return f"COALESCE({_p(alias)}function_kind, '') <> '{FUNCTION_KIND_EAGER}'"
 
 
 def pinnable_sql(alias: str = "") -> str:

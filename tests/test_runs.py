@@ -130,3 +130,26 @@ def test_diff_without_a_second_run_says_so(tmp_path):
     assert (result.exit_code, result.output.strip()) == (
         2, "error: run only is the only run of objective mge: give two run ids (`ledger runs`)")
     assert query(db, "SELECT count(*) FROM compile_records") == [(1,)]
+
+
+def test_the_report_shows_a_programs_top_functions_and_folds_its_eager_primitives(tmp_path):
+    """12 functions and 3 eager primitives, every one warm and never cold: the top 10,
+    one line for the other 2, the primitives folded, and 'unknown' for what the cache
+    removed (no cold row to compare with), never 0."""
+    rows = [{**BASE, "transform": "recorded", "run_id": "r", "phase": None, "command": "python fit.py",
+             "timestamp": f"2026-07-01T10:00:{i:02d}+00:00", "cache_state": "warm", "compile_s": 0.1 * (i + 1),
+             "function": f"jit_f{i:02d}" if i < 12 else f"jit_prim{i}", "input_signature": "f32[3] -> f32[3]",
+             "function_kind": "jit" if i < 12 else "eager"} for i in range(15)]
+    db = tmp_path / "ledger.db"
+    assert run_cli("import", write_json(tmp_path / "r.json", rows), "--db", db).exit_code == 0
+    report = run_cli("report", "--db", db).output
+    section = report[report.index("### recorded: `python fit.py`"):].splitlines()
+    assert section[2] == ("Run r on node1, 2026-07-01 10:00: 15 compiles (0 cold or uncached, 15 warm), 12.00 s of"
+                          " compiles; what the cache removed is unknown (no cold compile of these functions to"
+                          " compare with).")
+    own = [ln.split(" | ")[0][2:] for ln in section if ln.startswith("| jit_f")]
+    assert own == [f"jit_f{i:02d}" for i in range(11, 1, -1)]
+    assert "| 2 more functions | 2 | | 0.300 | | | |" in section
+    assert "<details><summary>3 eager primitive compiles, 4.20 s in all</summary>" in section
+    assert "| jit_f11 | 1 | 1 | 1.20 | 10% | 1 | unknown |" in section
+    assert not any("jit_prim" in ln for ln in report[:report.index("### recorded")].splitlines())

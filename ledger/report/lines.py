@@ -21,7 +21,7 @@ import sqlalchemy as sa
 
 from ledger.filters import filter_sql
 from ledger.record import CELL_FIELDS, COLD, HOST_KEY_FIELDS, SHAPE_FIELDS, STATELESS_KEY, WARM
-from ledger.rows import key_values, newest_first, ok_sql, oldest_first
+from ledger.rows import key_values, newest_first, not_eager_sql, ok_sql, oldest_first
 from ledger.watch import kinds
 from ledger.watch.keys import LOADED_SQL
 
@@ -71,7 +71,8 @@ class Line:
 def _shown_sql(where: str) -> str:
     """The rows a report shows: ok warm and cold compiles (none and unknown rows sit
     on neither side of the cache's line, and a failed row has no compile time)."""
-    return (f"r.cache_state IN ('{WARM}', '{COLD}') AND {ok_sql('r')} AND r.compile_s IS NOT NULL{where}")
+    return (f"r.cache_state IN ('{WARM}', '{COLD}') AND {ok_sql('r')} AND r.compile_s IS NOT NULL"
+            f" AND {not_eager_sql('r')}{where}")
 
 
 def _newest_rows_sql(where: str) -> str:
@@ -108,8 +109,10 @@ def collect(conn, filters: dict | None = None) -> list[Line]:
     for row in conn.execute(sa.text(_newest_rows_sql(where)), params).mappings():
         shown = {k: row[k] for k in ("id", "compile_s", "tag", "timestamp")} | {"loaded": bool(row["loaded"])}
         setattr(line(row), "warm" if row["cache_state"] == WARM else "cold", shown)
-    pin_sql = (f"SELECT {', '.join(GROUP)}, id, row_id, compile_s, tag, timestamp, loaded_host FROM pins r"
-               f" WHERE r.cache_state = '{WARM}'{where}")
+    cols = ", ".join(f"r.{c}" for c in GROUP)
+    pin_sql = (f"SELECT {cols}, r.id, r.row_id, r.compile_s, r.tag, r.timestamp, r.loaded_host FROM pins r"
+               f" LEFT JOIN compile_records c ON c.id = r.row_id"
+               f" WHERE r.cache_state = '{WARM}' AND {not_eager_sql('c')}{where}")
     for row in conn.execute(sa.text(pin_sql), params).mappings():
         line(row).pin = {k: row[k] for k in ("id", "row_id", "compile_s", "tag", "timestamp")} | {
             "loaded": bool(row["loaded_host"])}

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
-from ledger.record import COLD, RECORDED_TRANSFORM, STATUS_OK, WARM
+from ledger.record import COLD, FUNCTION_KIND_EAGER, RECORDED_TRANSFORM, STATUS_OK, WARM
 
 _SAME_CELL = ("function", "input_signature", "hardware", "hostname", "jax_version", "cache_dir")
 
@@ -27,6 +27,13 @@ class FunctionLine:
     compile_s: float = 0.0
     warm: int = 0
     removed_s: float = 0.0  # cold cost of its warm compiles, less what they took
+    unknown: int = 0  # warm compiles with no cold row of their cell before them
+    eager: bool = False  # JAX compiling an op run outside jit, not the program's own function
+
+    @property
+    def removed(self) -> float | None:
+        """What the cache removed; None when no warm compile had a cold one to compare."""
+        return None if self.warm and self.unknown == self.warm else self.removed_s
 
 
 @dataclass
@@ -45,6 +52,28 @@ class Program:
     def removed_s(self) -> float:
         return sum(f.removed_s for f in self.functions)
 
+    @property
+    def compiles(self) -> int:
+        return sum(f.compiles for f in self.functions)
+
+    @property
+    def warm(self) -> int:
+        return sum(f.warm for f in self.functions)
+
+    @property
+    def unknown(self) -> int:
+        return sum(f.unknown for f in self.functions)
+
+    @property
+    def own(self) -> list[FunctionLine]:
+        """The program's own functions (and its libraries' jitted ones), costliest first."""
+        return [f for f in self.functions if not f.eager]
+
+    @property
+    def eager(self) -> list[FunctionLine]:
+        """JAX's eager primitives, costliest first: folded into one line by the report."""
+        return [f for f in self.functions if f.eager]
+
 
 def _rows(conn, filters: dict | None) -> list[dict]:
     where = ["transform = :t", "status = :ok", "function IS NOT NULL", "command IS NOT NULL",
@@ -54,7 +83,7 @@ def _rows(conn, filters: dict | None) -> list[dict]:
         if (filters or {}).get(name) is not None:
             where.append(f"{name} = :{name}")
             params[name] = filters[name]
-    sql = (f"SELECT id, command, run_id, timestamp, cache_state, compile_s, {', '.join(_SAME_CELL)}"
+    sql = (f"SELECT id, command, run_id, timestamp, cache_state, compile_s, function_kind, {', '.join(_SAME_CELL)}"
            f" FROM compile_records WHERE {' AND '.join(where)} ORDER BY id")
     return [dict(r) for r in conn.execute(sa.text(sql), params).mappings()]
 
@@ -72,6 +101,7 @@ def programs(conn, filters: dict | None = None) -> list[Program]:
         cell = tuple(r[f] for f in _SAME_CELL)
         if r["run_id"] in by_run:
             fn = by_run[r["run_id"]].setdefault(r["function"], FunctionLine(r["function"]))
+            fn.eager = fn.eager or r["function_kind"] == FUNCTION_KIND_EAGER
             fn.compiles += 1
             fn.signatures.add(r["input_signature"])
             fn.compile_s += r["compile_s"]
@@ -79,6 +109,8 @@ def programs(conn, filters: dict | None = None) -> list[Program]:
                 fn.warm += 1
                 if cell in cold_before:
                     fn.removed_s += max(cold_before[cell] - r["compile_s"], 0.0)
+                else:
+                    fn.unknown += 1
         if r["cache_state"] == COLD:
             cold_before[cell] = r["compile_s"]
     for command, run in newest.items():

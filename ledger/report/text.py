@@ -96,18 +96,42 @@ def markdown(lines: list[Line], programs: list | None = None) -> str:
 
 
 PROGRAM_COLUMNS = ("function", "compiles", "signatures", "compile s", "share", "warm", "cache removed s")
+TOP = 10  # the program's own functions shown in its table; the rest are counted in one line
+
+
+def _removed(value: float | None, unknown: int = 0) -> str:
+    if value is None:
+        return "unknown"
+    return significant(value) + (f" (+{unknown} unknown)" if unknown else "")
+
+
+def _function_row(f, total: float) -> str:
+    share = f"{100 * f.compile_s / total:.0f}%" if total > 0 else "-"
+    return (f"| {_md_escape(f.function)} | {f.compiles} | {len(f.signatures)} | {significant(f.compile_s)}"
+            f" | {share} | {f.warm} | {_removed(f.removed)} |")
 
 
 def recorded_program(p) -> list[str]:
-    """Where one recorded program's compile time went in its newest run."""
+    """Where one recorded program's compile time went in its newest run: a summary line,
+    its own functions (the costliest TOP), JAX's eager primitives folded into one line."""
     total = p.compile_s
+    removed = None if p.warm and p.unknown == p.warm else p.removed_s
     out = [f"### recorded: `{_md_escape(p.command)}`", "",
-           (f"Run {p.run_id[:12]} on {show(p.hostname)}, {when(p.timestamp)}: {significant(total)} s of compiles;"
-            f" the cache removed {significant(p.removed_s)} s (each warm compile against its cell's cold one)."), "",
+           (f"Run {p.run_id[:12]} on {show(p.hostname)}, {when(p.timestamp)}: {p.compiles} compiles"
+            f" ({p.compiles - p.warm} cold or uncached, {p.warm} warm), {significant(total)} s of compiles; "
+            + ("what the cache removed is unknown (no cold compile of these functions to compare with)."
+               if removed is None else f"the cache removed {_removed(removed, p.unknown)} s"
+               " (each warm compile against its cell's cold one).")), "",
            "| " + " | ".join(PROGRAM_COLUMNS) + " |",
            "|---|---:|---:|---:|---:|---:|---:|"]
-    for f in p.functions:
-        share = f"{100 * f.compile_s / total:.0f}%" if total > 0 else "-"
-        out.append(f"| {_md_escape(f.function)} | {f.compiles} | {len(f.signatures)} | {significant(f.compile_s)}"
-                   f" | {share} | {f.warm} | {significant(f.removed_s)} |")
+    out += [_function_row(f, total) for f in p.own[:TOP]]
+    if len(p.own) > TOP:
+        rest = p.own[TOP:]
+        out.append(f"| {len(rest)} more functions | {sum(f.compiles for f in rest)} | |"
+                   f" {significant(sum(f.compile_s for f in rest))} | | | |")
+    if p.eager:
+        n, seconds = sum(f.compiles for f in p.eager), sum(f.compile_s for f in p.eager)
+        out += ["", f"<details><summary>{n} eager primitive compiles, {significant(seconds)} s in all</summary>", "",
+                "| " + " | ".join(PROGRAM_COLUMNS) + " |", "|---|---:|---:|---:|---:|---:|---:|",
+                *(_function_row(f, total) for f in p.eager), "", "</details>"]
     return [*out, ""]
