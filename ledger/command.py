@@ -227,14 +227,15 @@ def diff(db=None, a: str | None = None, b: str | None = None):
 def report(db=None, *, filters: dict | None = None, predictions: bool = True) -> str:
     """`ledger report`: the markdown report (``predictions``: how often predict held)."""
     from ledger.filters import refuse_unmatched
-    from ledger.report import lines, recorded, text
+    from ledger.report import lines, recorded, saved, text
     from ledger.report import predictions as scored
 
     filters = filters or {}
     with _open(db, "read") as ledger:
         with ledger.engine.connect() as conn:  # a typo'd filter is not an empty report
             refuse_unmatched(conn, filters, "nothing to report")
-        out = text.markdown(lines.build(ledger.engine, filters), recorded.build(ledger.engine, filters))
+        out = text.markdown(lines.build(ledger.engine, filters), recorded.build(ledger.engine, filters),
+                            saved.per_day(ledger.engine, filters))
         if predictions:
             out += scored.markdown(ledger.engine, filters.get("hostname"))
     return out

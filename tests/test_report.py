@@ -51,12 +51,17 @@ def report(db, *args):
     return run_cli("report", "--db", db, *args)
 
 
+def key_tables(text: str) -> str:
+    """The per-key tables: the report up to its time-saved section."""
+    return text.partition("### time saved")[0]
+
+
 def headings(text: str) -> list[str]:
-    return [ln for ln in text.splitlines() if ln.startswith("### ")]
+    return [ln for ln in key_tables(text).splitlines() if ln.startswith("### ")]
 
 
 def table_lines(text: str) -> list[str]:
-    return [ln for ln in text.splitlines() if ln.startswith("| ") and ln != HEADER]
+    return [ln for ln in key_tables(text).splitlines() if ln.startswith("| ") and ln != HEADER]
 
 
 def pin_all_by_sql(db) -> int:

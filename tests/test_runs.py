@@ -153,3 +153,11 @@ def test_the_report_shows_a_programs_top_functions_and_folds_its_eager_primitive
     assert "<details><summary>3 eager primitive compiles, 4.20 s in all</summary>" in section
     assert "| jit_f11 | 1 | 1 | 1.20 | 10% | 1 | unknown |" in section
     assert not any("jit_prim" in ln for ln in report[:report.index("### recorded")].splitlines())
+
+
+def test_the_report_says_what_the_cache_saved_per_host_dir_and_day(two_runs):
+    report = run_cli("report", "--db", two_runs).output
+    section = report[report.index("### time saved"):].splitlines()
+    assert section[4:7] == ["| host | cache dir | day | compiles | hit rate | saved s |",
+                            "|---|---|---|---:|---:|---:|",
+                            "| node1 | /c | 2026-07-01 | 10 | 80% | 1.90 (+7 unknown) |"]
