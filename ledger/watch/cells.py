@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
@@ -101,11 +101,13 @@ def _combine(a: tuple, b: tuple) -> tuple:
 @dataclass
 class Folded:
     """What a fold leaves: the `upto` it found (0 if reset: rows at or below it are as
-    the last fold saw them), the new one, and every cell's summary."""
+    the last fold saw them), the new one, every cell's summary, and the summaries of
+    the rows above `found` alone (the cells a new row touched)."""
 
     found: int
     upto: int
     cells: dict[str, tuple]
+    new: dict[str, tuple] = field(default_factory=dict)
 
 
 def fold(conn) -> Folded:
@@ -122,6 +124,7 @@ def fold(conn) -> Folded:
     if upto == 0:
         conn.execute(sa.delete(cache_cells))
     kept = stored(conn) if upto else {}
+    new: dict[str, tuple] = {}
     if top > upto:
         new = summarize(conn, upto, top)
         merged = {k: _combine(kept[k], s) if k in kept else s for k, s in new.items()}
@@ -136,7 +139,7 @@ def fold(conn) -> Folded:
     conn.execute(sa.insert(cache_cells_state).values(id=1, upto=top, cell_fields=_FIELDS))
     if conn.dialect.name == "sqlite":
         _arm_sqlite_triggers(conn, top)
-    return Folded(upto, top, kept)
+    return Folded(upto, top, kept, new)
 
 
 _RESET = "UPDATE cache_cells_state SET upto = 0 WHERE id = 1"

@@ -22,7 +22,7 @@ from ledger.rows import after_sql, key_values, pinnable_sql, time_sql, utc_now
 from ledger.storage.models import check_runs, pins, verdicts
 from ledger.watch import cells
 from ledger.watch.causes import fetch_rows
-from ledger.watch.findings import Finding, cache_findings, link_pin
+from ledger.watch.findings import Earlier, Finding, cache_findings, earlier, link_pin
 from ledger.watch.history import HISTORY, TOLERANCE_RULE
 from ledger.watch.keys import key_join_sql, loaded_cause_sql, loaded_sql
 from ledger.watch.kinds import INCONCLUSIVE, JAX_CHANGED, KINDS, OK, REGRESSION, finding_line, order_sql
@@ -161,7 +161,8 @@ def judge(conn, *, tolerance: float = TOLERANCE, filters: dict | None = None, si
     given = json.dumps({k: v for k, v in (filters or {}).items() if v is not None} | ({"since": since} if since else {}),
                        sort_keys=True)
     folded = cells.fold(conn)
-    found = cache_findings(conn, folded.cells, filters, since)
+    kept = None if rejudge or since is not None else _earlier(conn, folded, given)
+    found = cache_findings(conn, folded.cells, filters, since, kept)
     digest = pins_digest(conn)
     prev = None if rejudge else _reusable(conn, folded.found, digest, tolerance, min_diff, given)
     run_id = conn.execute(sa.insert(check_runs).values(
@@ -194,6 +195,17 @@ def _reusable(conn, folded: int, digest: str, tolerance: float, min_diff: float,
     same = prev is not None and prev.upto is not None and prev.upto == folded and folded > 0 and (
         prev.pins_digest, prev.tolerance, prev.min_diff_s, prev.filters) == (digest, tolerance, min_diff, given)
     return prev if same else None
+
+
+def _earlier(conn, folded: cells.Folded, given: str) -> Earlier | None:
+    """The previous run's cache findings, where the cache passes may take what they read
+    of a cell's rows from them: it read the rows up to its `upto` as they stand (the
+    fold was not reset since), over the same filters, with no --since (which drops
+    findings); else None."""
+    prev = conn.execute(sa.select(check_runs).order_by(check_runs.c.id.desc()).limit(1)).first()
+    if prev is None or not folded.found or prev.upto != folded.found or prev.filters != given:
+        return None
+    return earlier(conn, prev.id, prev.upto, folded.new)
 
 
 def finding_lines(findings: list[dict]) -> list[str]:

@@ -25,13 +25,16 @@ lineage is that without jax_version, so a bump is seen as the same cell moving o
 
 from __future__ import annotations
 
+import json
+import re
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from itertools import pairwise
 
 import sqlalchemy as sa
 
 from ledger.record import COLD, NONE, STATELESS_KEY, WARM
-from ledger.rows import before_sql, describe_key, newest_first, ok_sql, oldest_first
+from ledger.rows import before_sql, describe_key, key_text, newest_first, ok_sql, oldest_first
 from ledger.watch import cells
 from ledger.watch.causes import (
     SAME_KEY,
@@ -68,12 +71,22 @@ class Finding:
     extra: dict = field(default_factory=dict)
 
 
-def cache_findings(conn, summaries: dict[str, tuple], filters: dict | None, since: str | None) -> list[Finding]:
-    """Every finding of the cache passes, oldest row first."""
-    found: list[Finding] = []
-    for groups in by_lineage(summaries, filters).values():
-        for cache_pass in PASSES:
-            found += cache_pass(conn, groups)
+def cache_findings(conn, summaries: dict[str, tuple], filters: dict | None, since: str | None,
+                   earlier: Earlier | None = None) -> list[Finding]:
+    """Every finding of the cache passes, oldest row first. `earlier`: the previous
+    run's findings, where they stand (Earlier): what the passes read of the rows is
+    taken from them and the rows since, not read again."""
+    lineages = by_lineage(summaries, filters).values()
+    reads = Reads(conn, earlier)
+    reads.plan(lineages)
+    token = _READS.set(reads)
+    try:
+        found: list[Finding] = []
+        for groups in lineages:
+            for cache_pass in PASSES:
+                found += cache_pass(conn, groups)
+    finally:
+        _READS.reset(token)
     if since is not None:
         times = {r["id"]: r["timestamp"] or "" for r in fetch_rows(conn, [f.row_id for f in found]).values()}
         found = [f for f in found if times[f.row_id] >= since]
@@ -91,12 +104,21 @@ def _went_cold(conn, groups: list[Group]) -> list[Finding]:
     return out
 
 
-def _cache_off(conn, groups: list[Group]) -> list[Finding]:
+def _off(groups: list[Group]) -> tuple[Group, Group] | None:
+    """cache-off's question of a lineage: its newest row has no cache, and it was warm
+    under a cache dir before: (the newest row's group, the group of the last warm row)."""
     newest = max(groups, key=lambda g: g.newest)
     warm = [g for g in groups if g.has_dir and g.last_warm is not None]
     if newest.newest_state != NONE or not warm:
+        return None
+    return newest, max(warm, key=lambda g: g.last_warm)
+
+
+def _cache_off(conn, groups: list[Group]) -> list[Finding]:
+    asked = _off(groups)
+    if asked is None:
         return []
-    last = max(warm, key=lambda g: g.last_warm)
+    newest, last = asked
     first_none = _first_none_after(conn, newest.values, last.last_warm)
     cache_dir = last.values["cache_dir"]
     cause = (f"no cache dir since row {first_none} (cache_state none); the cell was warm under cache dir"
@@ -106,6 +128,9 @@ def _cache_off(conn, groups: list[Group]) -> list[Finding]:
 
 def _first_none_after(conn, values: dict, stamp: str) -> int:
     """The first none row of the cell after the stamp: when the cache went off."""
+    reads = _READS.get()
+    if reads is not None and (_cell(values), stamp) in reads.first_none:
+        return reads.first_none[_cell(values), stamp]
     same = same_as_sql(STATELESS_KEY, conn.dialect.name)
     row_stamp = cells.stamp_sql(conn.dialect.name)
     sql = (f"SELECT MIN({row_stamp}) FROM compile_records WHERE {ok_sql()} AND cache_state = '{NONE}'"
@@ -113,8 +138,29 @@ def _first_none_after(conn, values: dict, stamp: str) -> int:
     return _id(conn.execute(sa.text(sql), {f: values[f] for f in STATELESS_KEY} | {"stamp": stamp}).scalar())
 
 
-def _by_jax(conn, groups: list[Group]) -> list[Finding]:
-    """cache-not-reused and jax-changed: cells (one jax) never warm under any dir."""
+@dataclass
+class NeverWarm:
+    """One jax of a lineage never warm under any dir, cold under one: its groups, those
+    with a cold row under a dir, its first cold row, and the other jax it was warm
+    under before that (jax, last warm row), if any."""
+
+    jax: str
+    cell: list[Group]
+    colds: list[Group]
+    first: str
+    was: tuple[str, int] | None
+
+    @property
+    def n_cold(self) -> int:
+        return sum(g.n_cold for g in self.colds)
+
+    @property
+    def dirs(self) -> list[str]:
+        return [g.values["cache_dir"] for g in sorted(self.colds, key=lambda g: g.first_cold)]
+
+
+def _never_warm(groups: list[Group]) -> list[NeverWarm]:
+    """cache-not-reused's and jax-changed's question of a lineage, one per jax."""
     by_jax: dict = {}
     for g in groups:
         by_jax.setdefault(g.values["jax_version"], []).append(g)
@@ -126,14 +172,38 @@ def _by_jax(conn, groups: list[Group]) -> list[Finding]:
         first = min(g.first_cold for g in colds)
         before = [g for g in groups if g.values["jax_version"] != jax and g.last_warm and g.last_warm < first]
         old = max(before, key=lambda g: g.last_warm) if before else None
-        rows = cold_rows(conn, cell[0].values) if sum(g.n_cold for g in colds) >= 2 else None
-        runs = runs_of(rows) if rows else 1
         was = (old.values["jax_version"], _id(old.last_warm)) if old is not None else None
-        if was is not None and runs == 1:
-            out.append(_jax_changed(was, jax, _id(first)))
-        elif runs >= 2:
-            out.append(_not_reused(rows, jax, was))
+        out.append(NeverWarm(jax, cell, colds, first, was))
     return out
+
+
+def _by_jax(conn, groups: list[Group]) -> list[Finding]:
+    """cache-not-reused and jax-changed: cells (one jax) never warm under any dir."""
+    out = []
+    reads = _READS.get()
+    for nw in _never_warm(groups):
+        kept = reads.kept_cold(nw) if reads is not None else _MISSING
+        if kept is not _MISSING:
+            found = kept
+        else:
+            rows = None
+            if nw.n_cold >= 2:
+                rows = reads.cold_rows(nw.cell[0].values) if reads is not None else None
+                rows = rows if rows is not None else cold_rows(conn, nw.cell[0].values)
+            found = _from_cold_rows(rows, nw)
+        if found is not None:
+            out.append(found)
+    return out
+
+
+def _from_cold_rows(rows: list[dict] | None, nw: NeverWarm) -> Finding | None:
+    """The finding of a never-warm cell from its cold rows (None: it has one cold row)."""
+    runs = runs_of(rows) if rows else 1
+    if nw.was is not None and runs == 1:
+        return _jax_changed(nw.was, nw.jax, _id(nw.first))
+    if runs >= 2:
+        return _not_reused(rows, nw.jax, nw.was)
+    return None
 
 
 def runs_of(colds: list[dict]) -> int:
@@ -214,6 +284,169 @@ def _never_written(colds: list[dict]) -> str | None:
     if len(sizes) == 1 and None not in sizes and sizes.pop() > 0:
         return f"every entry was under jax_persistent_cache_min_entry_size_bytes {colds[0]['cache_min_entry_size_bytes']}"
     return None
+
+
+# -- what the passes read of the rows, read once per check ----------------------------
+# Two reads of the rows are a cell's own: cache-off's first none row after the last warm
+# one, and a never-warm cell's cold rows (cache-not-reused, jax-changed). Read cell by
+# cell they were a scan of the table each, for every finding, at every check. A check
+# now takes them from the previous run's findings where those still stand (the cell has
+# no row since, or only none rows since: cache-off's first none row is the earlier one
+# or one of those), and reads the rest in one scan for every cell (Reads.plan).
+
+CACHE_KINDS = (WENT_COLD, CACHE_OFF, CACHE_NOT_REUSED, JAX_CHANGED)
+_MISSING = object()  # no answer kept: read the rows
+
+
+def _cell(values) -> str:
+    """A cell's text over STATELESS_KEY: a cell at one jax version, across cache dirs."""
+    return key_text(values, STATELESS_KEY)
+
+
+@dataclass
+class Earlier:
+    """The previous check run's cache findings, by the cell of their row: (kind, row,
+    cause). Taken only where that run read the same rows up to its `upto` (the fold was
+    not reset since) with the same filters and no --since (check._earlier); `touched`:
+    the cells with a row above `upto`."""
+
+    upto: int
+    found: dict[str, list[tuple[str, int, str]]]
+    touched: set[str]
+
+
+def earlier(conn, run_id: int, upto: int, new: dict[str, tuple]) -> Earlier:
+    """Run `run_id`'s cache findings, and the cells of the summaries `new` (cells.fold's
+    summaries of the rows above `upto`)."""
+    cols = ", ".join(f"r.{c}" for c in STATELESS_KEY)
+    kinds = ", ".join(f"'{k}'" for k in CACHE_KINDS)
+    sql = (f"SELECT v.verdict, v.row_id, v.cause, {cols} FROM verdicts v JOIN compile_records r ON r.id = v.row_id"
+           f" WHERE v.check_run_id = :run AND v.verdict IN ({kinds})")
+    found: dict[str, list] = {}
+    for r in conn.execute(sa.text(sql), {"run": run_id}).mappings():
+        found.setdefault(_cell(r), []).append((r["verdict"], r["row_id"], r["cause"] or ""))
+    # a cache cell's text is its cell's values and then its cache dir (record.CACHE_CELL)
+    touched = {json.dumps(json.loads(k)[:-1], separators=(",", ":")) for k in new}
+    return Earlier(upto, found, touched)
+
+
+def _not_reused_fails(cause: str, dirs: list[str]) -> bool:
+    """Whether a cache-not-reused with this cause (not_reused_cause's, over cold rows in
+    `dirs`) fails: all but its two by-design forms, "N cold runs in DIR, never warm: ..."
+    of one dir (the other one-dir forms are "N cold runs in DIR: ..." and "the same dir
+    lost ...")."""
+    return len(dirs) != 1 or re.match(rf"\d+ cold runs in {re.escape(dirs[0])}, never warm: ", cause) is None
+
+
+class Reads:
+    """The passes' reads of the rows in one check, answered before the passes run."""
+
+    def __init__(self, conn, kept: Earlier | None):
+        self.conn, self.kept = conn, kept
+        self.first_none: dict[tuple[str, str], int | None] = {}  # (cell, last warm stamp) -> row
+        self.colds: dict[str, list[dict]] = {}  # cell -> its cold rows under a dir, oldest first
+
+    def plan(self, lineages) -> None:
+        nones, colds = {}, {}
+        for groups in lineages:
+            asked = _off(groups)
+            if asked is not None:
+                newest, last = asked
+                key = (_cell(newest.values), last.last_warm)
+                kept = self._kept_none(key, newest.values)
+                if kept is None:
+                    nones[key] = newest.values
+                else:
+                    self.first_none[key] = kept
+            for nw in _never_warm(groups):
+                if nw.n_cold >= 2 and self.kept_cold(nw) is _MISSING:
+                    colds[_cell(nw.cell[0].values)] = nw.cell[0].values
+        if nones or colds:
+            self._scan(nones, colds)
+
+    def cold_rows(self, values: dict) -> list[dict] | None:
+        return self.colds.get(_cell(values))
+
+    def _kept_none(self, key: tuple[str, str], values: dict) -> int | None:
+        """cache-off's first none row, from the previous run's cache-off of the cell
+        after the same last warm row (its cause names both): that row, or a none row
+        since that comes before it."""
+        cell, stamp = key
+        offs = [(row, cause) for kind, row, cause in self.kept.found.get(cell, ()) if kind == CACHE_OFF] \
+            if self.kept is not None else []
+        if len(offs) != 1 or not offs[0][1].endswith(f" (last warm row {_id(stamp)})"):
+            return None
+        row = offs[0][0]
+        if cell not in self.kept.touched:
+            return row
+        d = self.conn.dialect.name
+        row_stamp = cells.stamp_sql(d)
+        since = (f"SELECT MIN({row_stamp}) FROM compile_records WHERE id > :upto AND {ok_sql()}"
+                 f" AND cache_state = '{NONE}' AND {same_as_sql(STATELESS_KEY, d)} AND {row_stamp} > :stamp")
+        params = {f: values[f] for f in STATELESS_KEY} | {"stamp": stamp, "upto": self.kept.upto}
+        new = self.conn.execute(sa.text(since), params).scalar()
+        old = self.conn.execute(sa.text(f"SELECT {row_stamp} FROM compile_records WHERE id = :id"), {"id": row}).scalar()
+        return _id(min(s for s in (old, new) if s is not None))
+
+    def kept_cold(self, nw: NeverWarm):
+        """A never-warm cell's finding (or None), from the previous run's where the
+        cell has no row since; _MISSING where its cold rows must be read."""
+        cell = _cell(nw.cell[0].values)
+        if self.kept is None or cell in self.kept.touched:
+            return _MISSING
+        mine = [f for f in self.kept.found.get(cell, ()) if f[0] in (JAX_CHANGED, CACHE_NOT_REUSED, WENT_COLD)]
+        if len(mine) > 1:
+            return _MISSING
+        if not mine or mine[0][0] == JAX_CHANGED:
+            return _from_cold_rows(None, nw)  # nothing, or a jax-changed: its cold rows are one run
+        kind, row, cause = mine[0]
+        if kind == CACHE_NOT_REUSED and nw.was is None:
+            return Finding(CACHE_NOT_REUSED, row, cause, _not_reused_fails(cause, nw.dirs))
+        still = rf" \(still cold after \d+ runs under jax {re.escape(str(nw.jax))}; last warm row"
+        if kind == WENT_COLD and nw.was is not None and re.search(
+                still + rf" {nw.was[1]} under jax {re.escape(str(nw.was[0]))}\)$", cause):
+            return Finding(WENT_COLD, row, cause, True, nw.was[1])
+        return _MISSING
+
+    def _scan(self, nones: dict[tuple[str, str], dict], colds: dict[str, dict]) -> None:
+        """The cold rows and first none rows asked for, of every cell, in one scan."""
+        d = self.conn.dialect.name
+        wanted = [*colds.values(), *nones.values()]
+        where, params = [], {}
+        for f in STATELESS_KEY:
+            values = {v[f] for v in wanted}
+            known = [x for x in values if x is not None]
+            either = ([f"{f} IN :in_{f}"] if known else []) + ([f"{f} IS NULL"] if None in values else [])
+            where.append(f"({' OR '.join(either)})")
+            if known:
+                params[f"in_{f}"] = known
+        states = ([f"(cache_state = '{COLD}' AND cache_dir IS NOT NULL AND cache_dir <> '')"] if colds else []) + (
+            [f"cache_state = '{NONE}'"] if nones else [])
+        sql = (f"SELECT id, cache_state, {cells.stamp_sql(d)} AS stamp, {', '.join(STATELESS_KEY)}"
+               f" FROM compile_records WHERE {ok_sql()} AND ({' OR '.join(states)}) AND {' AND '.join(where)}"
+               f" ORDER BY {oldest_first()}")
+        stmt = sa.text(sql).bindparams(*(sa.bindparam(k, expanding=True) for k in params))
+        after: dict[str, list[str]] = {}
+        for cell, stamp in nones:
+            after.setdefault(cell, []).append(stamp)
+        first: dict[tuple[str, str], str] = {}
+        ids: dict[str, list[int]] = {cell: [] for cell in colds}
+        for r in self.conn.execute(stmt, params).mappings():
+            cell = _cell(r)
+            if r["cache_state"] == COLD:
+                if cell in ids:
+                    ids[cell].append(r["id"])
+                continue
+            for stamp in after.get(cell, ()):
+                if r["stamp"] > stamp and ((cell, stamp) not in first or r["stamp"] < first[cell, stamp]):
+                    first[cell, stamp] = r["stamp"]
+        for key in nones:
+            self.first_none[key] = _id(first.get(key))
+        rows = fetch_rows(self.conn, [i for cell_ids in ids.values() for i in cell_ids])
+        self.colds.update((cell, [rows[i] for i in cell_ids]) for cell, cell_ids in ids.items())
+
+
+_READS: ContextVar[Reads | None] = ContextVar("ledger_cache_reads", default=None)
 
 
 def link_pin(pinned: dict, rows: dict, f: Finding) -> dict:
