@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from ledger.record import COMPILE_FIELDS, INSTRUMENT_COLUMNS
 from ledger.record_validation import INT64, compile_row, instrument_row
 
-from .conftest import CORPUS, PgDb, query, run_cli, write_json
+from .conftest import CORPUS, PgDb, examples, query, run_cli, write_json
 from .helpers import SETTINGS, STAMP
 from .helpers import no_exception as _no_exception
 
@@ -249,7 +249,7 @@ def _all_valid(db) -> None:
 
 @pytest.mark.slow
 @given(where=st.sampled_from(COLUMNS), value=values)
-@settings(**SETTINGS, max_examples=EXAMPLES)
+@settings(**SETTINGS, max_examples=examples(EXAMPLES))
 def test_any_value_in_a_source_row_is_merged_valid_or_refused_in_one_line(any_db, node, tmp_path, where, value):
     table, column = where
     if str(any_db) not in _READY:  # once per destination: hypothesis runs many examples in one call
@@ -278,7 +278,7 @@ def test_any_value_in_a_source_row_is_merged_valid_or_refused_in_one_line(any_db
 
 @pytest.mark.slow
 @given(where=st.sampled_from([w for w in COLUMNS if w[0] == "compile_records"]), value=values)
-@settings(**SETTINGS, max_examples=8)
+@settings(**SETTINGS, max_examples=examples(8))
 def test_any_value_merge_admits_every_command_reads(any_db, node, tmp_path, where, value):
     """Fewer examples than above: each one merged runs seven commands on the result."""
     table, column = where
