@@ -269,3 +269,137 @@ def test_a_table_rebuilt_without_its_triggers_is_folded_from_scratch(tmp_path):
     con.close()
     assert query(db, "SELECT name FROM sqlite_master WHERE type = 'trigger'") == []
     assert _check(db) == "check run 2 (tolerance 1.5x): 0 ok, 0 regression, 0 inconclusive, 0 went-cold\n"
+
+
+# -- the cache findings a check takes from its previous run are the ones it would read ---
+
+def _said(result) -> list[tuple]:
+    """A check's findings, as what it says of each (the run's own ids left out)."""
+    return [(f["verdict"], f["row_id"], f["cause"], f["fails"], f.get("old_jax"), f.get("old_cache_dir"),
+             f["pin_id"]) for f in result.findings]
+
+
+def _from_nothing(engine) -> list[tuple]:
+    """The same check with nothing taken from an earlier run, rolled back."""
+    with engine.connect() as conn, conn.begin() as txn:
+        said = _said(judge(conn, rejudge=True))
+        txn.rollback()
+    return said
+
+
+def _every_kind(db, tmp_path) -> dict[str, int]:
+    """A ledger with every finding kind: the rows each kind is found on, by its name."""
+    t = iter(f"2026-07-{d:02d}T10:00:00" for d in range(1, 29))
+    add(db, tmp_path, *(rec(transform=tr, timestamp=next(t)) for tr in ("jit", "grad", "vmap", "laxmap_vag", "pyloop_vag")))
+    assert run_cli("pins", "update", "--db", db).exit_code == 0
+    never = {"cache_state": "cold", "model_type": "knn", "cache_files_before": 3, "cache_files_after": 3,
+             "cache_min_compile_time_s": 1.0, "compile_s": 0.5}
+    ids = add(db, tmp_path,
+              rec(compile_s=20.0, timestamp=next(t)),  # regression
+              rec(transform="grad", cache_state="cold", compile_s=9.0, timestamp=next(t)),  # went-cold
+              rec(transform="vmap", cache_dir="", cache_state="none", compile_s=9.0, timestamp=next(t)),  # cache-off
+              rec(transform="vmap", cache_dir="", cache_state="none", compile_s=9.0, timestamp=next(t)),
+              rec(transform="vag", model_type="knn", cache_state="cold", cache_dir="/j1", timestamp=next(t)),
+              rec(transform="vag", model_type="knn", cache_state="cold", cache_dir="/j2", timestamp=next(t)),
+              rec(**never, timestamp=next(t)), rec(**never, timestamp=next(t)),  # not reused, by design
+              rec(transform="laxmap_vag", jax_version="0.10.3", cache_state="cold", timestamp=next(t)),  # jax bump
+              rec(transform="pyloop_vag", jax_version="0.10.3", cache_state="cold", timestamp=next(t)),
+              rec(transform="pyloop_vag", jax_version="0.10.3", cache_state="cold", timestamp=next(t)))
+    return {"regression": ids[0], "went-cold": ids[1], "cache-off": ids[2], "cache-not-reused": ids[5],
+            "by design": ids[7], "jax-changed": ids[8], "still cold": ids[10], "next": next(t)}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_second_check_with_no_new_rows_reads_no_cell_and_says_the_same(backend, tmp_path, monkeypatch):
+    from ledger.watch import findings
+
+    with fresh(backend) as db:
+        rows = _every_kind(db, tmp_path)
+        with open_ledger(str(db), "write") as ledger:
+            first = run_check(ledger.engine)
+            found = {(f["verdict"], f["row_id"], f["fails"]) for f in first.findings}
+            assert found == {("regression", rows["regression"], True), ("went-cold", rows["went-cold"], True),
+                             ("cache-off", rows["cache-off"], True), ("cache-not-reused", rows["cache-not-reused"], True),
+                             ("cache-not-reused", rows["by design"], False), ("jax-changed", rows["jax-changed"], False),
+                             ("went-cold", rows["still cold"], True)}
+            assert _said(first) == _from_nothing(ledger.engine)
+
+            def no_read(*args, **kw):
+                raise AssertionError("a cell's rows read again")
+
+            with monkeypatch.context() as m:  # nothing new: every cell's reads come from the first run
+                m.setattr(findings, "cold_rows", no_read)
+                m.setattr(findings.Reads, "_scan", no_read)
+                m.setattr(findings, "same_as_sql", no_read)
+                second = run_check(ledger.engine)
+            assert (_said(second), second.counts, second.exit_code) == (_said(first), first.counts, first.exit_code)
+            assert _said(second) == _from_nothing(ledger.engine)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_one_new_row_changes_only_its_cell(backend, tmp_path):
+    with fresh(backend) as db:
+        rows = _every_kind(db, tmp_path)
+        with open_ledger(str(db), "write") as ledger:
+            first = _said(run_check(ledger.engine))
+            # the cache still off: the same cache-off, from its first none row
+            add(db, tmp_path, rec(transform="vmap", cache_dir="", cache_state="none", timestamp=rows["next"]))
+            second = _said(run_check(ledger.engine))
+            assert second == first == _from_nothing(ledger.engine)
+            # the went-cold cell warm again: that finding goes, and nothing else changes
+            add(db, tmp_path, rec(transform="grad", timestamp=rows["next"]))
+            third = _said(run_check(ledger.engine))
+            assert third == [f for f in first if f[1] != rows["went-cold"]] == _from_nothing(ledger.engine)
+            # a third cold run of the by-design cell, in another dir: it fails now, on the new row
+            (new,) = add(db, tmp_path, rec(cache_state="cold", model_type="knn", cache_dir="/j3", timestamp=rows["next"]))
+            fourth = _said(run_check(ledger.engine))
+            changed = [f for f in fourth if f not in third]
+            assert [(f[0], f[1], f[3]) for f in changed] == [("cache-not-reused", new, True)]
+            assert [f for f in third if f not in fourth] == [f for f in third if f[1] == rows["by design"]]
+            assert fourth == _from_nothing(ledger.engine)
+            # a none row written late with an older time, after the last warm row: the cache went off there
+            (off,) = add(db, tmp_path, rec(transform="vmap", cache_dir="", cache_state="none",
+                                           timestamp="2026-07-05T12:00:00"))
+            fifth = _said(run_check(ledger.engine))
+            assert [f[:2] for f in fifth if f[0] == "cache-off"] == [("cache-off", off)]
+            assert fifth == _from_nothing(ledger.engine)
+
+
+jax_records = st.builds(
+    rec,
+    transform=st.sampled_from(["jit", "grad"]),
+    jax_version=st.sampled_from(["0.10.2", "0.10.3"]),
+    cache_dir=st.sampled_from(["", "/c1", "/c2"]),
+    cache_state=st.sampled_from(["warm", "cold", "none", "cold"]),
+    status=st.sampled_from(["ok", "ok", "failed"]),
+    timestamp=st.sampled_from(["2026-07-01T10:00:00", "2026-07-02T10:00:00", "2026-07-03T10:00:00"]),
+    run_id=st.sampled_from([None, "r1", "r2"]),
+    cache_files_before=st.sampled_from([None, 0, 3]),
+    cache_files_after=st.sampled_from([None, 3]),
+    compile_s=st.sampled_from([0.5, 2.0, 9.0]),
+    tag=st.sampled_from(["a", "b", "c", "d"]),
+)
+cache_writes = st.lists(st.tuples(st.one_of(
+    st.tuples(st.just("import"), st.lists(jax_records, min_size=1, max_size=4)),
+    st.tuples(st.just("probe"), jax_records),
+    st.tuples(st.just("delete"), st.integers(0, 7)),
+    st.tuples(st.just("update"), st.integers(0, 7), st.sampled_from(["status = 'failed'", "cache_state = 'warm'",
+                                                                    "cache_state = 'none'", "cache_dir = '/c3'"])),
+    st.tuples(st.just("fill-gap"), jax_records),
+), st.booleans()), min_size=1, max_size=8)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", BACKENDS)
+@settings(max_examples=examples(25), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=cache_writes)
+def test_the_cache_findings_a_check_takes_from_its_last_run_equal_a_recompute(backend, ops):
+    with fresh(backend) as db, tempfile.TemporaryDirectory() as tmp:
+        assert run_cli("db", "upgrade", "--db", db).exit_code == 0
+        with open_ledger(str(db), "write") as ledger:
+            for op, check_after in ops:
+                apply(op, db, ledger.engine, Path(tmp))
+                if check_after:
+                    assert _said(run_check(ledger.engine)) == _from_nothing(ledger.engine)
+            assert _said(run_check(ledger.engine)) == _from_nothing(ledger.engine)
+            assert _said(run_check(ledger.engine)) == _from_nothing(ledger.engine)
