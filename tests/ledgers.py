@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import sqlite3
+from datetime import datetime, timedelta, timezone
 
 from ledger.record import COMPILE_FIELDS, DURATION_FIELDS, LEGACY_FIELDS
 
@@ -160,4 +161,32 @@ def add_verdict(db, run_id: int, row_id: int, verdict: str) -> None:
                     (run_id, f"2026-08-0{run_id}T00:00:00"))
         con.execute("INSERT INTO verdicts (check_run_id, row_id, verdict, checked_at) VALUES (?, ?, ?, 'x')",
                     (run_id, row_id, verdict))
+    con.close()
+
+
+START = datetime(2026, 7, 1, tzinfo=timezone.utc)
+RECORDED_COLS = ("transform", "compile_s", "hardware", "jax_version", "cache_dir", "mixed_precision", "hostname",
+                 "timestamp", "cache_state", "status", "run_id", "function", "input_signature", "command",
+                 "function_kind", "pid", "compile_index")
+
+
+def recorded_runs(db, runs: int, compiles: int, functions: int = 61) -> None:
+    """A SQLite ledger at head holding `runs` recorded runs of one program of `compiles`
+    compiles each: `functions` of its own, the rest eager primitives; one run in five
+    cold. What one field likelihood script gave, recorded `runs` times."""
+    assert run_cli("db", "upgrade", "--db", db).exit_code == 0
+    rnd = random.Random(0)
+    rows = []
+    for r in range(runs):
+        state = "cold" if r % 5 == 0 else "warm"
+        for i in range(compiles):
+            own = i < functions
+            rows.append(("recorded", (2.0 if state == "cold" else 0.05) * (1 + rnd.random()), "local_cpu", "0.10.2",
+                         "/c", False, "node1", (START + timedelta(hours=r)).isoformat(), state, "ok",
+                         f"run{r:05d}", f"jit_fn{i}" if own else f"jit_prim{i % 40}", f"f32[{i}]", "python fit.py",
+                         "jit" if own else "eager", 1000 + r, i))
+    con = sqlite3.connect(db)
+    with con:
+        con.executemany(f"INSERT INTO compile_records ({', '.join(RECORDED_COLS)})"
+                        f" VALUES ({', '.join('?' * len(RECORDED_COLS))})", rows)
     con.close()

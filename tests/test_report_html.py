@@ -11,9 +11,11 @@ import subprocess
 
 import pytest
 
+from ledger.report.html import SORT
+
 from .case_kinds import chromium
 from .conftest import CORPUS, query, run_cli
-from .ledgers import add_row, add_verdict
+from .ledgers import add_row, add_verdict, recorded_runs
 
 CHROMIUM = chromium()
 needs_chromium = pytest.mark.chromium  # tests/case_kinds.py: skips without it, fails under LEDGER_REQUIRE_ALL
@@ -57,7 +59,8 @@ def png_size(data: bytes) -> tuple[int, int]:
 @pytest.mark.slow
 def test_page_is_self_contained_with_matplotlib_pngs(page):
     text = page.read_text()
-    assert not re.search(r"(src|href)=\"(?!data:)", text) and "<link" not in text and "<script" not in text
+    assert not re.search(r"(src|href)=\"(?!data:)", text) and "<link" not in text
+    assert text.count("<script") == 1 and SORT in text  # the few inline lines that sort a table
     assert "http://" not in text and "https://" not in text
     images = IMG.findall(text)
     assert len(images) == text.count("<img") == 6
@@ -65,7 +68,8 @@ def test_page_is_self_contained_with_matplotlib_pngs(page):
         data = base64.b64decode(b64)
         assert min(png_size(data)) > 100
         assert b"Matplotlib" in data[:200]  # the PNG's Software text chunk: drawn by matplotlib
-    assert text.count("<table>") == 3 and "<td>regression</td>" in text
+    # the 3 key tables and the time-saved one
+    assert text.count("<table>") == 4 and "<td>regression</td>" in text and "<h2>time saved</h2>" in text
     assert not list(page.parent.glob(".report.html.*"))  # the temp file was renamed, not left
 
 
@@ -101,3 +105,55 @@ def test_screenshot(page, tmp_path):
     r = _chromium(f"--screenshot={shot}", "--window-size=1200,2000", page.as_uri(), cwd=tmp_path)
     assert shot.exists(), r.stderr[-2000:]
     assert png_size(shot.read_bytes()) == (1200, 2000) and shot.stat().st_size > 50_000
+
+
+@pytest.fixture(scope="module")
+def program_page(tmp_path_factory):
+    """60 recorded runs of a 250-compile program (15,000 rows, 61 functions of its own and
+    the rest eager primitives): the page that was 10.8 MB of unreadable charts."""
+    tmp_path = tmp_path_factory.mktemp("program")
+    db = tmp_path / "ledger.db"
+    recorded_runs(db, 60, 250)
+    out = tmp_path / "report.html"
+    r = run_cli("report", "--db", db, "--html", out)
+    assert (r.exit_code, r.output) == (0, f"wrote {out} (1 table, 2 charts)\n")
+    return out
+
+
+# A screen at 1400 px wide; no chart may be taller than two of them.
+SCREEN_H = 900
+
+
+@pytest.mark.slow
+def test_a_recorded_programs_page_stays_small_and_its_charts_fixed(program_page):
+    text = program_page.read_text()
+    assert len(text.encode()) < 2_000_000
+    images = [png_size(base64.b64decode(b)) for b in IMG.findall(text)]
+    assert len(images) == 2 and all(h <= 2 * SCREEN_H and w <= 1400 for w, h in images), images
+    # the program first: its summary and its own functions; the primitives folded in one line
+    assert text.index("<h2>recorded: python fit.py</h2>") < text.index("<h2>local_cpu")
+    assert "<summary>189 eager primitive compiles," in text
+    assert "jit_prim" not in text[text.index("<h2>local_cpu"):text.index("<h2>time saved")]
+    assert "<summary>61 lines</summary>" in text  # the key table of 61 functions starts folded
+
+
+@needs_chromium
+def test_the_first_screen_shows_the_programs_summary_and_top_functions(program_page, tmp_path):
+    probe = ("<script>window.addEventListener('load', () => {"
+             "const h = [...document.querySelectorAll('h2')].find(e => e.textContent.startsWith('recorded:'));"
+             "const t = h.nextElementSibling.nextElementSibling;"
+             "const rows = [...t.querySelectorAll('tbody tr')].slice(0, 10).map(r => r.getBoundingClientRect().bottom);"
+             "const imgs = [...document.images].map(i => i.getBoundingClientRect().height);"
+             "const pre = document.createElement('pre'); pre.id = 'at';"
+             "pre.textContent = JSON.stringify({top10: Math.max(...rows), imgs}); document.body.appendChild(pre); });"
+             "</script>")
+    probed = tmp_path / "probed.html"
+    probed.write_text(program_page.read_text().replace("</body>", probe + "</body>"))
+    r = _chromium("--dump-dom", "--window-size=1400,900", probed.as_uri(), cwd=tmp_path)
+    found = re.search(r'<pre id="at">(.*?)</pre>', r.stdout)
+    assert found, r.stderr[-2000:]
+    at = json.loads(found.group(1))
+    assert at["top10"] <= SCREEN_H and all(0 < h <= 2 * SCREEN_H for h in at["imgs"]), at
+    shot = tmp_path / "program.png"
+    r = _chromium(f"--screenshot={shot}", "--window-size=1400,900", program_page.as_uri(), cwd=tmp_path)
+    assert shot.exists() and png_size(shot.read_bytes()) == (1400, 900), r.stderr[-2000:]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import re
 from datetime import datetime, timedelta, timezone
 
 import matplotlib
@@ -33,11 +34,17 @@ from ledger.report.lines import Line
 
 WARM_COLOR, COLD_COLOR, PIN_COLOR, MARK_COLOR = "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"
 NCOLS = 3
+# Every chart has one fixed size: the costliest BARS lines in the bar chart, PANELS cells in
+# the over-time one (findings first), charts for the CHARTED costliest host keys: at most
+# 2 * CHARTED charts, a page of a few hundred kB whatever the ledger holds.
+BARS, PANELS, CHARTED = 20, 6, 6
+LONG_TABLE = 25  # rows beyond which a table starts folded
 STYLE = (
     "body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}"
     "table{border-collapse:collapse;margin:1em 0;font-size:14px}"
     "th,td{border:1px solid #ccc;padding:3px 8px}td.num{text-align:right}th{background:#f3f3f3}"
     "img.chart{display:block;max-width:100%;margin:1em 0}.note{font-size:13px;color:#555}"
+    "th{cursor:pointer}summary{cursor:pointer;color:#555}"
 )
 
 
@@ -51,11 +58,18 @@ def _png(fig: Figure) -> str:
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
+def _cost(ln: Line) -> float:
+    return max(_bar(ln.cold), _bar(ln.warm))
+
+
 def bar_chart(title: str, lines: list[Line]) -> str:
-    """Newest cold against newest warm compile per cell and transform (log scale:
-    the cache's wins span 0.2 s to 700 s)."""
-    labels = [_label(ln) for ln in lines]
-    fig = Figure(figsize=(10, 1.2 + 0.32 * len(lines)), layout="constrained")
+    """Newest cold against newest warm compile of the BARS costliest cells and transforms
+    (log scale: the cache's wins span 0.2 s to 700 s), in a figure of one fixed size."""
+    lines = sorted(lines, key=_cost, reverse=True)[:BARS]
+    labels = [_label(ln)[:60] for ln in lines]
+    # a fixed layout, room for 60-character labels: the constrained one measures every label again
+    fig = Figure(figsize=(10, 6))
+    fig.subplots_adjust(left=0.36, right=0.97, top=0.93, bottom=0.09)
     ax = fig.add_subplot()
     ys = range(len(lines))
     warm = [_bar(ln.warm) for ln in lines]
@@ -67,7 +81,8 @@ def bar_chart(title: str, lines: list[Line]) -> str:
     if any(v > 0 for v in warm + cold):
         ax.set_xscale("log")
     ax.set_xlabel("compile_s (log)")
-    ax.set_title(f"cold vs warm compile: {title}", fontsize=10)
+    ax.set_title(f"cold vs warm compile: {title}" + (f" (the {BARS} costliest)" if len(labels) == BARS else ""),
+                 fontsize=10)
     ax.legend(loc="lower right", fontsize=8)
     return _png(fig)
 
@@ -145,9 +160,16 @@ def _legend(fig: Figure, top: float) -> None:
     fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, top), ncol=4, fontsize=8, frameon=False)
 
 
+def chosen(lines: list[Line]) -> list[Line]:
+    """The PANELS lines the over-time chart draws: those with a finding first, then the costliest."""
+    return sorted(lines, key=lambda ln: (ln.verdict in (None, "ok"), -_cost(ln)))[:PANELS]
+
+
 def timeline_chart(title: str, lines: list[Line], points: dict[tuple, list[dict]]) -> str:
-    """Compile time over time, one panel per cell and transform, its pin drawn."""
-    nrows = -(-len(lines) // NCOLS)
+    """Compile time over time, one panel per chosen cell and transform, its pin drawn;
+    one fixed size, whatever the ledger holds."""
+    lines = chosen(lines)
+    nrows = -(-PANELS // NCOLS)
     # a fixed layout: the constrained one measures every tick label of every panel again
     height = 2.8 * nrows + 1.3
     fig = Figure(figsize=(12, height))
@@ -164,6 +186,13 @@ def timeline_chart(title: str, lines: list[Line], points: dict[tuple, list[dict]
     return _png(fig)
 
 
+def _wrap(table: str, rows: int) -> str:
+    """A long table starts folded: its summary says how many lines it holds."""
+    if rows <= LONG_TABLE:
+        return table
+    return f"<details><summary>{rows} lines</summary>{table}</details>"
+
+
 def _table(group: list[Line]) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in text.COLUMNS)
     body = []
@@ -171,40 +200,111 @@ def _table(group: list[Line]) -> str:
         tds = "".join(f"<td{' class=num' if c in text.NUMERIC else ''}>{html.escape(v)}</td>"
                       for c, v in zip(text.COLUMNS, text.cells(ln)))
         body.append(f"<tr>{tds}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return _wrap(f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>", len(group))
+
+
+def _cells(row: str) -> list[str]:
+    """A markdown table row's cells (an escaped pipe is text, not a border)."""
+    parts = re.split(r"(?<!\\)\|", row.strip())[1:-1]
+    return [c.strip().replace("\\|", "|") for c in parts]
+
+
+def from_markdown(md: str) -> str:
+    """The report's own markdown (text.py: headings, paragraphs, pipe tables, <details>
+    lines, bullets) as HTML; every text escaped, only those few tags made."""
+    out, table = [], []
+
+    def flush() -> None:
+        if table:
+            head, align, *rows = table
+            num = [a.endswith(":") for a in _cells(align)]  # "---:": a column of numbers, right-aligned
+            cols = "".join(f"<th>{html.escape(c)}</th>" for c in _cells(head))
+            body = "".join("<tr>" + "".join(f"<td{' class=num' if right else ''}>{html.escape(c)}</td>"
+                                            for c, right in zip(_cells(r), num)) + "</tr>"
+                           for r in rows)
+            out.append(_wrap(f"<table><thead><tr>{cols}</tr></thead><tbody>{body}</tbody></table>", len(rows)))
+            table.clear()
+
+    for ln in md.splitlines():
+        if ln.startswith("|"):
+            table.append(ln)
+            continue
+        flush()
+        if m := re.fullmatch(r"<details><summary>(.*)</summary>", ln):
+            out.append(f"<details><summary>{html.escape(m.group(1))}</summary>")
+        elif ln == "</details>":
+            out.append("</details>")
+        elif ln.startswith("### "):
+            out.append(f"<h2>{html.escape(ln[4:].replace('`', ''))}</h2>")
+        elif ln.startswith("- "):
+            out.append(f"<p class=note>{html.escape(ln[2:])}</p>")
+        elif ln.strip():
+            out.append(f"<p>{html.escape(ln)}</p>")
+    flush()
+    return "\n".join(out)
 
 
 def _img(png: str, alt: str) -> str:
     return f'<img class="chart" alt="{html.escape(alt)}" src="data:image/png;base64,{png}">'
 
 
-def _section(host: tuple, group: list[Line], points: dict) -> str:
+def _section(host: tuple, group: list[Line], points: dict, charted: bool) -> str:
     title = text.host_title(host)
     parts = [f"<section><h2>{html.escape(title)}</h2>", _table(group)]
     if any(ln.loaded for ln in group):
         parts.append(f'<p class="note">{html.escape(text.LOADED_NOTE)}</p>')
-    parts.append(_img(bar_chart(title, group), f"cold vs warm compile, {title}"))
-    parts.append(_img(timeline_chart(title, group, points), f"compile_s over time, {title}"))
+    if charted:
+        parts.append(_img(bar_chart(title, group), f"cold vs warm compile, {title}"))
+        parts.append(_img(timeline_chart(title, group, points), f"compile_s over time, {title}"))
+    else:
+        parts.append(f'<p class="note">No charts for this key: charts are drawn for the {CHARTED} costliest'
+                     " host keys only.</p>")
     return "\n".join(parts) + "</section>"
 
 
-def page(lines: list[Line], points: dict[tuple, list[dict]]) -> str:
-    """The whole HTML report."""
-    body = [f"<h1>Compile ledger report</h1><p>{html.escape(text.INTRO)}</p>"]
+# Click a column's heading to sort its table by it (numbers as numbers); no server, no CDN.
+SORT = ("<script>document.querySelectorAll('th').forEach((th,i)=>th.onclick=()=>{"
+        "const b=th.closest('table').tBodies[0],k=r=>r.cells[i].textContent,"
+        "n=v=>parseFloat(v.replace(/[^0-9.eE+-]/g,'')),d=th.dataset.d=th.dataset.d==='1'?'-1':'1';"
+        "[...b.rows].sort((x,y)=>{const a=n(k(x)),c=n(k(y));"
+        "return (isNaN(a)||isNaN(c)?k(x).localeCompare(k(y)):a-c)*d}).forEach(r=>b.appendChild(r))});</script>")
+
+
+def _charted(lines: list[Line]) -> set[tuple]:
+    cost: dict[tuple, float] = {}
+    for ln in lines:
+        cost[ln.host] = cost.get(ln.host, 0.0) + _cost(ln)
+    return set(sorted(cost, key=lambda h: -cost[h])[:CHARTED])
+
+
+def page(lines: list[Line], points: dict[tuple, list[dict]], programs: str = "", after: str = "") -> str:
+    """The whole HTML report: the recorded programs first (what ran, its costliest
+    functions), then one section per host key, then what the cache saved and predictions."""
+    body = [f"<h1>Compile ledger report</h1><p>{html.escape(text.INTRO)}</p>", from_markdown(programs)]
     if not lines:
         body.append("<p>No warm or cold compile rows.</p>")
-    body += [_section(host, group, points) for host, group in rl.group_by_host(lines)]
+    charted = _charted(lines)
+    body += [_section(host, group, points, host in charted) for host, group in rl.group_by_host(lines)]
+    body.append(from_markdown(after))
     return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>Compile ledger report</title><style>{STYLE}</style></head>\n<body>\n"
-            + "\n".join(body) + "\n</body></html>\n")
+            + "\n".join(body) + f"\n{SORT}\n</body></html>\n")
 
 
 def write_html(engine, path, filters: dict | None = None) -> tuple[int, int]:
-    """Write the HTML report to `path` atomically; returns its numbers of tables and
+    """Write the HTML report to `path` atomically; returns its numbers of key tables and
     charts."""
+    from ledger.report import predictions, recorded, saved
+
     with engine.connect() as conn:
         lines = rl.collect(conn, filters)
-        points = rl.series(conn, filters)
-    atomic_write(path, page(lines, points))
+        charted = _charted(lines)
+        drawn = [ln for _, group in rl.group_by_host(lines) if group[0].host in charted for ln in chosen(group)]
+        points = rl.series(conn, filters, per_key=100, only=drawn)
+        programs = "\n".join("\n".join(text.recorded_program(p)) for p in recorded.programs(conn, filters))
+    days = saved.per_day(engine, filters)
+    after = ("\n".join(text.time_saved(days)) if days else "") + "\n" + predictions.markdown(
+        engine, (filters or {}).get("hostname"))
+    atomic_write(path, page(lines, points, programs, after))
     tables = len(rl.group_by_host(lines))
-    return tables, 2 * tables
+    return tables, 2 * min(tables, CHARTED)

@@ -151,11 +151,20 @@ def build(engine, filters: dict | None = None) -> list[Line]:
 
 
 # -- what the charts draw (the HTML report) ------------------------------------------------
-def series(conn, filters: dict | None = None, per_key: int = 200) -> dict[tuple, list[dict]]:
+def series(conn, filters: dict | None = None, per_key: int = 200,
+           only: list[Line] | None = None) -> dict[tuple, list[dict]]:
     """The newest `per_key` warm and cold ok rows of each key, oldest first, by line
     key (host + cell), each with the verdict a check marked it with (regression or
-    went-cold), if any. A chart of a million points says no more than 200 per key."""
+    went-cold), if any. A chart of a million points says no more than 200 per key.
+    ``only``: the lines a chart draws; the window then sorts their transforms' and
+    functions' rows only, not the whole table."""
     where, params = filter_sql(filters, "r")
+    if only is not None:
+        at = len(HOST) + CELL_FIELDS.index("transform"), len(HOST) + CELL_FIELDS.index("function")
+        transforms = sorted({(ln.host + ln.cell)[at[0]] for ln in only} - {None}) or [""]
+        functions = sorted({(ln.host + ln.cell)[at[1]] for ln in only} - {None}) or [""]
+        where += " AND r.transform IN :s_transforms AND (r.function IS NULL OR r.function IN :s_functions)"
+        params = {**params, "s_transforms": transforms, "s_functions": functions}
     marks = ", ".join(f"'{v}'" for v in kinds.marked())
     sql = (
         f"SELECT {', '.join(GROUP)}, cache_state, id, compile_s, timestamp, mark FROM ("
@@ -165,8 +174,11 @@ def series(conn, filters: dict | None = None, per_key: int = 200) -> dict[tuple,
         f" WHERE {_shown_sql(where)}"
         f") newest WHERE rn <= {int(per_key)} ORDER BY {oldest_first()}"
     )
+    stmt = sa.text(sql)
+    if only is not None:
+        stmt = stmt.bindparams(sa.bindparam("s_transforms", expanding=True), sa.bindparam("s_functions", expanding=True))
     out: dict[tuple, list[dict]] = {}
-    for row in conn.execute(sa.text(sql), params).mappings():
+    for row in conn.execute(stmt, params).mappings():
         out.setdefault(key_values(row, GROUP), []).append(
             {k: row[k] for k in ("cache_state", "id", "compile_s", "timestamp", "mark")})
     return out

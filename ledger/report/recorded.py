@@ -75,7 +75,7 @@ class Program:
         return [f for f in self.functions if f.eager]
 
 
-def _rows(conn, filters: dict | None) -> list[dict]:
+def _where(filters: dict | None) -> tuple[str, dict]:
     where = ["transform = :t", "status = :ok", "function IS NOT NULL", "command IS NOT NULL",
              "compile_s IS NOT NULL"]
     params = {"t": RECORDED_TRANSFORM, "ok": STATUS_OK}
@@ -83,40 +83,62 @@ def _rows(conn, filters: dict | None) -> list[dict]:
         if (filters or {}).get(name) is not None:
             where.append(f"{name} = :{name}")
             params[name] = filters[name]
+    return " AND ".join(where), params
+
+
+def _newest_runs(conn, where: str, params: dict) -> dict[str, str]:
+    """Each recorded command's newest run (the run of its newest row)."""
+    sql = (f"SELECT command, run_id FROM compile_records WHERE id IN"
+           f" (SELECT MAX(id) FROM compile_records WHERE {where} GROUP BY command)")
+    return {r["command"]: r["run_id"] for r in conn.execute(sa.text(sql), params).mappings()}
+
+
+def _run_rows(conn, where: str, params: dict, run_id: str) -> list[dict]:
     sql = (f"SELECT id, command, run_id, timestamp, cache_state, compile_s, function_kind, {', '.join(_SAME_CELL)}"
-           f" FROM compile_records WHERE {' AND '.join(where)} ORDER BY id")
-    return [dict(r) for r in conn.execute(sa.text(sql), params).mappings()]
+           f" FROM compile_records WHERE {where} AND run_id = :run ORDER BY id")
+    return [dict(r) for r in conn.execute(sa.text(sql), {**params, "run": run_id}).mappings()]
+
+
+def _cold_before(conn, where: str, params: dict, first_id: int) -> dict[tuple, float]:
+    """Each cell's newest cold compile written before the run began (its first row)."""
+    cells = ", ".join(_SAME_CELL)
+    sql = (f"SELECT {cells}, compile_s FROM (SELECT {cells}, compile_s,"
+           f" ROW_NUMBER() OVER (PARTITION BY {cells} ORDER BY id DESC) AS rn FROM compile_records"
+           f" WHERE {where} AND cache_state = '{COLD}' AND id < :first) newest WHERE rn = 1")
+    return {tuple(r[f] for f in _SAME_CELL): r["compile_s"]
+            for r in conn.execute(sa.text(sql), {**params, "first": first_id}).mappings()}
+
+
+def _program(command: str, run: str, rows: list[dict], cold_before: dict[tuple, float]) -> Program:
+    by_name: dict[str, FunctionLine] = {}
+    for r in rows:  # in id order: a cold row of the run is known before its warm rows after it
+        cell = tuple(r[f] for f in _SAME_CELL)
+        fn = by_name.setdefault(r["function"], FunctionLine(r["function"]))
+        fn.eager = fn.eager or r["function_kind"] == FUNCTION_KIND_EAGER
+        fn.compiles += 1
+        fn.signatures.add(r["input_signature"])
+        fn.compile_s += r["compile_s"]
+        if r["cache_state"] == WARM:
+            fn.warm += 1
+            if cell in cold_before:
+                fn.removed_s += max(cold_before[cell] - r["compile_s"], 0.0)
+            else:
+                fn.unknown += 1
+        if r["cache_state"] == COLD:
+            cold_before[cell] = r["compile_s"]
+    fns = sorted(by_name.values(), key=lambda f: (-f.compile_s, f.function))
+    return Program(command, run, rows[-1]["timestamp"], rows[-1]["hostname"], fns)
 
 
 def programs(conn, filters: dict | None = None) -> list[Program]:
-    """Each recorded command's newest run, its functions by total compile time."""
-    rows = _rows(conn, filters)
-    newest: dict[str, str] = {}  # command -> run_id of its newest row
-    for r in rows:
-        newest[r["command"]] = r["run_id"]
-    cold_before: dict[tuple, float] = {}
+    """Each recorded command's newest run, its functions by total compile time. Reads
+    that run's rows and, per cell, the newest cold row before it: not the whole ledger
+    (a cold row another run wrote while this one ran is not its comparison)."""
+    where, params = _where(filters)
     out = []
-    by_run: dict[str, dict[str, FunctionLine]] = {run: {} for run in newest.values()}
-    for r in rows:  # in id order: a cold row is known before the warm rows after it
-        cell = tuple(r[f] for f in _SAME_CELL)
-        if r["run_id"] in by_run:
-            fn = by_run[r["run_id"]].setdefault(r["function"], FunctionLine(r["function"]))
-            fn.eager = fn.eager or r["function_kind"] == FUNCTION_KIND_EAGER
-            fn.compiles += 1
-            fn.signatures.add(r["input_signature"])
-            fn.compile_s += r["compile_s"]
-            if r["cache_state"] == WARM:
-                fn.warm += 1
-                if cell in cold_before:
-                    fn.removed_s += max(cold_before[cell] - r["compile_s"], 0.0)
-                else:
-                    fn.unknown += 1
-        if r["cache_state"] == COLD:
-            cold_before[cell] = r["compile_s"]
-    for command, run in newest.items():
-        last = max((r for r in rows if r["run_id"] == run), key=lambda r: r["id"])
-        fns = sorted(by_run[run].values(), key=lambda f: (-f.compile_s, f.function))
-        out.append(Program(command, run, last["timestamp"], last["hostname"], fns))
+    for command, run in _newest_runs(conn, where, params).items():
+        rows = _run_rows(conn, where, params, run)
+        out.append(_program(command, run, rows, _cold_before(conn, where, params, rows[0]["id"])))
     return sorted(out, key=lambda p: p.command)
 
 

@@ -1,8 +1,8 @@
 """What the cache saved, per host, cache dir and day: the report's "time saved" section.
 
 Each warm compile saved its cell's median cold compile time (ledger/report/runs.median_cold:
-the same estimate as `ledger runs`) minus its own; a warm compile of a cell never cold saved
-an unknown amount, counted apart. The hit rate is warm compiles over warm and cold ones.
+the same estimate as `ledger runs`) minus its own, summed per cell and day in the database;
+a warm compile of a cell never cold saved an unknown amount, counted apart. The hit rate is warm compiles over warm and cold ones.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from ledger.record import COLD, STATELESS_KEY, WARM
 from ledger.report.runs import median_cold
 from ledger.rows import key_values, ok_sql
 
-DAYS = 14  # the newest days shown per host and cache dir
+DAYS = 14  # the ledger's newest days shown
 
 
 @dataclass
@@ -34,28 +34,51 @@ class Day:
         return self.warm / self.compiles if self.compiles else 0.0
 
 
-def per_day(engine, filters: dict | None = None) -> list[Day]:
-    """Host and cache dir, then newest day first; at most DAYS days of each."""
+def _since(conn, where: str, params: dict) -> str:
+    """The first of the ledger's DAYS newest days with a compile ('' when it has none)."""
+    sql = (f"SELECT DISTINCT SUBSTR(timestamp, 1, 10) AS day FROM compile_records WHERE timestamp IS NOT NULL{where}"
+           f" ORDER BY day DESC LIMIT {DAYS}")
+    days = [r[0] for r in conn.execute(sa.text(sql), params)]
+    return days[-1] if days else ""
+
+
+def _groups(conn, filters: dict | None) -> list[dict]:
+    """Warm and cold compiles of the ledger's DAYS newest days, summed per host, cache
+    dir, day and cell in the database: the report reads a few thousand groups, not
+    every row."""
     where, params = filter_sql(filters)
+    where += " AND timestamp >= :since"
+    params = {**params, "since": _since(conn, *filter_sql(filters))}
     cols = ", ".join(STATELESS_KEY)
-    sql = (f"SELECT timestamp, cache_dir, cache_state, compile_s, {cols} FROM compile_records"
-           f" WHERE cache_state IN ('{COLD}', '{WARM}') AND {ok_sql()} AND compile_s IS NOT NULL"
-           f" AND cache_dir IS NOT NULL AND cache_dir <> '' AND timestamp IS NOT NULL{where}")
+    sql = (f"SELECT cache_dir, SUBSTR(timestamp, 1, 10) AS day, {cols}, COUNT(*) AS n,"
+           f" SUM(CASE WHEN cache_state = '{WARM}' THEN 1 ELSE 0 END) AS n_warm,"
+           f" SUM(CASE WHEN cache_state = '{WARM}' THEN compile_s ELSE 0 END) AS warm_s"
+           f" FROM compile_records WHERE cache_state IN ('{COLD}', '{WARM}') AND {ok_sql()}"
+           f" AND compile_s IS NOT NULL AND cache_dir IS NOT NULL AND cache_dir <> '' AND timestamp IS NOT NULL{where}"
+           f" GROUP BY cache_dir, SUBSTR(timestamp, 1, 10), {cols}")
+    return [dict(r) for r in conn.execute(sa.text(sql), params).mappings()]
+
+
+def per_day(engine, filters: dict | None = None) -> list[Day]:
+    """Host and cache dir, then newest day first; at most DAYS days of each. A cell's warm
+    compiles of one day saved their number times its median cold compile, less what they
+    took (never below 0)."""
     with engine.connect() as conn:
-        rows = [dict(r) for r in conn.execute(sa.text(sql), params).mappings()]
-        medians = median_cold(conn, {key_values(r, STATELESS_KEY) for r in rows if r["cache_state"] == WARM})
+        groups = _groups(conn, filters)
+        medians = median_cold(conn, {key_values(g, STATELESS_KEY) for g in groups if g["n_warm"]})
     days: dict[tuple, Day] = {}
-    for r in rows:
-        at = (r["hostname"], r["cache_dir"], r["timestamp"][:10])
+    for g in groups:
+        at = (g["hostname"], g["cache_dir"], g["day"])
         d = days.setdefault(at, Day(*at))
-        d.compiles += 1
-        if r["cache_state"] == WARM:
-            d.warm += 1
-            cold = medians.get(key_values(r, STATELESS_KEY))
-            if cold is None:
-                d.unknown += 1
-            else:
-                d.saved_s += max(cold - r["compile_s"], 0.0)
+        d.compiles += g["n"]
+        d.warm += g["n_warm"]
+        if not g["n_warm"]:
+            continue
+        cold = medians.get(key_values(g, STATELESS_KEY))
+        if cold is None:
+            d.unknown += g["n_warm"]
+        else:
+            d.saved_s += max(g["n_warm"] * cold - g["warm_s"], 0.0)
     out, shown = [], {}
     for at in sorted(days, key=lambda k: (str(k[0]), k[1], _newest_first(k[2]))):
         n = shown.get(at[:2], 0)
