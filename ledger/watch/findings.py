@@ -233,13 +233,22 @@ def cold_rows(conn, values: dict) -> list[dict]:
 
 def _not_reused(colds: list[dict], jax: str, old: tuple[str, int] | None) -> Finding:
     cause, fails = not_reused_cause(colds)
-    newest = colds[-1]
+    return _not_reused_finding(cause, fails, colds[-1]["id"], runs_of(colds), jax, old)
+
+
+def _not_reused_finding(cause: str, fails: bool, newest: int, runs: int, jax: str,
+                        old: tuple[str, int] | None) -> Finding:
+    """A never-warm cell's finding from its cold runs' cause, on its newest cold row."""
     if old is None:
-        return Finding(CACHE_NOT_REUSED, newest["id"], cause, fails)
+        return Finding(CACHE_NOT_REUSED, newest, cause, fails)
     # still cold on its second run under a new jax: an ordinary went-cold
     was, warm_id = old
-    cause += f" (still cold after {runs_of(colds)} runs under jax {jax}; last warm row {warm_id} under jax {was})"
-    return Finding(WENT_COLD, newest["id"], cause, True, warm_id)
+    cause += f" (still cold after {runs} runs under jax {jax}; last warm row {warm_id} under jax {was})"
+    return Finding(WENT_COLD, newest, cause, True, warm_id)
+
+
+def _new_dirs_cause(runs: int, dirs: list[str]) -> str:
+    return f"each run used a new directory: {runs} cold runs in {len(dirs)} distinct cache dirs ({', '.join(dirs)})"
 
 
 def not_reused_cause(colds: list[dict]) -> tuple[str, bool]:
@@ -248,8 +257,7 @@ def not_reused_cause(colds: list[dict]) -> tuple[str, bool]:
     dirs = list(dict.fromkeys(r["cache_dir"] for r in colds))
     runs = runs_of(colds)
     if len(dirs) > 1:
-        return (f"each run used a new directory: {runs} cold runs in {len(dirs)} distinct cache dirs"
-                f" ({', '.join(dirs)})"), True
+        return _new_dirs_cause(runs, dirs), True
     by_design = _never_written(colds)
     if by_design:
         return (f"{runs} cold runs in {dirs[0]}, never warm: the entries were never written, by design:"
@@ -345,8 +353,13 @@ class Reads:
         self.conn, self.kept = conn, kept
         self.first_none: dict[tuple[str, str], int | None] = {}  # (cell, last warm stamp) -> row
         self.colds: dict[str, list[dict]] = {}  # cell -> its cold rows under a dir, oldest first
+        self.since: dict[str, list[dict]] = {}  # a touched cell -> its new ok none and cold rows, in row order
+        self.stamps: dict[int, str] = {}  # earlier findings' rows: their stamps
+        self.place: dict[int, int] = {}  # and their places in row order
 
     def plan(self, lineages) -> None:
+        if self.kept is not None:
+            self._read_since()
         nones, colds = {}, {}
         for groups in lineages:
             asked = _off(groups)
@@ -367,6 +380,23 @@ class Reads:
     def cold_rows(self, values: dict) -> list[dict] | None:
         return self.colds.get(_cell(values))
 
+    def _read_since(self) -> None:
+        """The ok none and cold rows above `upto` of the touched cells with an earlier
+        finding, and those findings' rows, in one read of the new rows, in row order."""
+        wanted = self.kept.touched & self.kept.found.keys()
+        if not wanted:
+            return
+        d = self.conn.dialect.name
+        earlier_rows = [row for cell in wanted for _, row, _ in self.kept.found[cell]]
+        sql = (f"SELECT *, {cells.stamp_sql(d)} AS ledger_stamp FROM compile_records WHERE (id > :upto AND {ok_sql()}"
+               f" AND cache_state IN ('{NONE}', '{COLD}')) OR id IN :rows ORDER BY {oldest_first()}")
+        stmt = sa.text(sql).bindparams(sa.bindparam("rows", expanding=True))
+        for r in self.conn.execute(stmt, {"upto": self.kept.upto, "rows": earlier_rows}).mappings():
+            if r["id"] <= self.kept.upto:
+                self.stamps[r["id"]], self.place[r["id"]] = r["ledger_stamp"], len(self.place)
+            elif (cell := _cell(r)) in wanted:
+                self.since.setdefault(cell, []).append({**r, "place": len(self.place)})
+
     def _kept_none(self, key: tuple[str, str], values: dict) -> int | None:
         """cache-off's first none row, from the previous run's cache-off of the cell
         after the same last warm row (its cause names both): that row, or a none row
@@ -379,24 +409,20 @@ class Reads:
         row = offs[0][0]
         if cell not in self.kept.touched:
             return row
-        d = self.conn.dialect.name
-        row_stamp = cells.stamp_sql(d)
-        since = (f"SELECT MIN({row_stamp}) FROM compile_records WHERE id > :upto AND {ok_sql()}"
-                 f" AND cache_state = '{NONE}' AND {same_as_sql(STATELESS_KEY, d)} AND {row_stamp} > :stamp")
-        params = {f: values[f] for f in STATELESS_KEY} | {"stamp": stamp, "upto": self.kept.upto}
-        new = self.conn.execute(sa.text(since), params).scalar()
-        old = self.conn.execute(sa.text(f"SELECT {row_stamp} FROM compile_records WHERE id = :id"), {"id": row}).scalar()
-        return _id(min(s for s in (old, new) if s is not None))
+        new = [r["ledger_stamp"] for r in self.since.get(cell, ()) if r["cache_state"] == NONE and r["ledger_stamp"] > stamp]
+        return _id(min([self.stamps[row], *new]))
 
     def kept_cold(self, nw: NeverWarm):
         """A never-warm cell's finding (or None), from the previous run's where the
         cell has no row since; _MISSING where its cold rows must be read."""
         cell = _cell(nw.cell[0].values)
-        if self.kept is None or cell in self.kept.touched:
+        if self.kept is None:
             return _MISSING
         mine = [f for f in self.kept.found.get(cell, ()) if f[0] in (JAX_CHANGED, CACHE_NOT_REUSED, WENT_COLD)]
         if len(mine) > 1:
             return _MISSING
+        if cell in self.kept.touched:
+            return self._new_runs(nw, mine[0]) if mine else _MISSING
         if not mine or mine[0][0] == JAX_CHANGED:
             return _from_cold_rows(None, nw)  # nothing, or a jax-changed: its cold rows are one run
         kind, row, cause = mine[0]
@@ -407,6 +433,29 @@ class Reads:
                 still + rf" {nw.was[1]} under jax {re.escape(str(nw.was[0]))}\)$", cause):
             return Finding(WENT_COLD, row, cause, True, nw.was[1])
         return _MISSING
+
+    def _new_runs(self, nw: NeverWarm, found: tuple[str, int, str]):
+        """A cell whose runs each used a new directory, with cold rows since: each of
+        them a run of its own (no run id) after every earlier cold row. The earlier
+        finding says how many runs there were and in which dirs; else _MISSING."""
+        kind, row, cause = found
+        new = [r for r in self.since.get(_cell(nw.cell[0].values), ()) if r["cache_state"] == COLD
+               and r["cache_dir"]]
+        counted = re.match(r"(?:each run used a new directory: )?(\d+) cold runs in ", cause)
+        if (kind not in (CACHE_NOT_REUSED, WENT_COLD) or not new or counted is None or len(nw.dirs) < 2
+                or any(r["run_id"] is not None or r["place"] <= self.place[row] for r in new)):
+            return _MISSING
+        added = list(dict.fromkeys(r["cache_dir"] for r in new))
+        old = [g.values["cache_dir"] for g in sorted(nw.colds, key=lambda g: g.first_cold)
+               if g.n_cold > sum(r["cache_dir"] == g.values["cache_dir"] for r in new)]
+        runs = int(counted.group(1))
+        said = _new_dirs_cause(runs, old) if len(old) > 1 else None
+        if not old or (said is not None and not cause.startswith(said)) or (said is None and not re.match(
+                rf"(\d+) cold runs in {re.escape(old[0])}[,:]", cause)):
+            return _MISSING
+        dirs = [*old, *(d for d in added if d not in old)]
+        return _not_reused_finding(_new_dirs_cause(runs + len(new), dirs), True, new[-1]["id"], runs + len(new),
+                                   nw.jax, nw.was)
 
     def _scan(self, nones: dict[tuple[str, str], dict], colds: dict[str, dict]) -> None:
         """The cold rows and first none rows asked for, of every cell, in one scan."""
