@@ -469,12 +469,15 @@ class Reads:
             where.append(f"({' OR '.join(either)})")
             if known:
                 params[f"in_{f}"] = known
+        # a none row counts only after a last warm row: the earliest of those asked about
         states = ([f"(cache_state = '{COLD}' AND cache_dir IS NOT NULL AND cache_dir <> '')"] if colds else []) + (
-            [f"cache_state = '{NONE}'"] if nones else [])
+            [f"(cache_state = '{NONE}' AND {cells.stamp_sql(d)} > :after)"] if nones else [])
+        if nones:
+            params["after"] = min(stamp for _, stamp in nones)
         sql = (f"SELECT id, cache_state, {cells.stamp_sql(d)} AS stamp, {', '.join(STATELESS_KEY)}"
                f" FROM compile_records WHERE {ok_sql()} AND ({' OR '.join(states)}) AND {' AND '.join(where)}"
                f" ORDER BY {oldest_first()}")
-        stmt = sa.text(sql).bindparams(*(sa.bindparam(k, expanding=True) for k in params))
+        stmt = sa.text(sql).bindparams(*(sa.bindparam(k, expanding=True) for k in params if k.startswith("in_")))
         after: dict[str, list[str]] = {}
         for cell, stamp in nones:
             after.setdefault(cell, []).append(stamp)
