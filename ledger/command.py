@@ -93,6 +93,26 @@ def recording(db=None, **options):
     return _recording(db=db, **options)
 
 
+# -- the cache dir ------------------------------------------------------------------------
+
+
+def cache(cache_dir, db=None, *, unused_days: int = 30):
+    """`ledger cache DIR`: the dir's entries, what JAX recorded in each, and what the
+    ledger knows of them (hits, seconds saved, last use, dead weight). Reads only; without
+    a ledger, the files alone. Returns a ledger.cache.inventory.Inventory (as_json(), totals())."""
+    from ledger.cache.inventory import build
+    from ledger.storage.url import resolve
+
+    path = Path(cache_dir)
+    if not path.is_dir():
+        raise LedgerError(f"no cache dir at {path}" + (": it is a file" if path.exists() else ""))
+    target = resolve(None if db is None else str(db))
+    if target.path is not None and not target.path.exists():
+        return build(path, None, unused_days)
+    with _open(db, "read") as ledger:
+        return build(path, ledger.engine, unused_days, ledger=ledger.display)
+
+
 # -- the schema -----------------------------------------------------------------------------
 
 

@@ -43,7 +43,7 @@ def _root(
     ctx.meta[_TRACEBACK] = traceback
 
 
-from ledger.cli import db, legacy, merge, pins, predict, probe, record, report, runs, sql, sweep, watch
+from ledger.cli import cache, db, legacy, merge, pins, predict, probe, record, report, runs, sql, sweep, watch
 
 app.command("import")(legacy.import_cmd)
 app.command("export")(legacy.export_cmd)
@@ -61,3 +61,4 @@ app.command("explain")(watch.explain_cmd)
 app.command("report")(report.report_cmd)
 app.command("runs")(runs.runs_cmd)
 app.command("diff")(runs.diff_cmd)
+app.command("cache")(cache.cache_cmd)

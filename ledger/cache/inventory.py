@@ -1,0 +1,157 @@
+"""A cache dir's entries with what the ledger knows of each: the cell or recorded command
+it serves, its warm hits, the seconds they saved, when it was last used, and whether it
+is dead weight.
+
+A row and an entry meet by JAX's cache key (compile_records.cache_key is the entry's
+name without its suffix). A warm hit saved the median cold compile of the same key, or,
+where the ledger never saw that key cold, the compile seconds JAX recorded inside the
+entry; less what the warm compile still took (never below 0).
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from ledger.cache.entries import Entry, scan
+from ledger.record import COLD, WARM
+from ledger.rows import ok_sql
+
+DAY = 86400.0
+DEAD_NEVER_HIT, DEAD_UNUSED, DEAD_OLD_JAX = "never hit", "unused", "old jax"
+
+
+@dataclass
+class Item:
+    entry: Entry
+    serves: str | None = None
+    hits: int = 0
+    saved_s: float = 0.0
+    saved_7d_s: float = 0.0
+    last_used: float | None = None
+    jax_versions: list[str] = field(default_factory=list)
+    dead: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict:
+        e = self.entry
+        return {"key": e.key, "function": e.function, "bytes": e.bytes, "jax_compile_s": e.jax_compile_s, "unread": e.unread,
+                "hits": self.hits, "saved_s": round(self.saved_s, 6), "last_used": _iso(self.last_used),
+                "written": _iso(e.mtime), "serves": self.serves, "jax_versions": self.jax_versions,
+                "dead": self.dead}
+
+
+@dataclass
+class Inventory:
+    cache_dir: str
+    items: list[Item]
+    unused_days: int
+    ledger_rows: int  # rows of the ledger that name a key of this dir
+    ledger: str | None = None  # the ledger read, as shown; None: none, the files alone
+
+    def totals(self) -> dict:
+        dead = [i for i in self.items if i.dead]
+        return {"entries": len(self.items), "bytes": sum(i.entry.bytes for i in self.items),
+                "jax_compile_s": sum(i.entry.jax_compile_s or 0 for i in self.items),
+                "saved_s": round(sum(i.saved_s for i in self.items), 6),
+                "saved_7d_s": round(sum(i.saved_7d_s for i in self.items), 6),
+                "dead_entries": len(dead), "dead_bytes": sum(i.entry.bytes for i in dead),
+                "dead_by_reason": {r: sum(r in i.dead for i in self.items)
+                                   for r in (DEAD_NEVER_HIT, DEAD_UNUSED, DEAD_OLD_JAX)},
+                "ledger_rows": self.ledger_rows, "unused_days": self.unused_days}
+
+    def as_json(self) -> dict:
+        return {"cache_dir": self.cache_dir, "ledger": self.ledger, "entries": [i.as_json() for i in self.items],
+                "totals": self.totals()}
+
+
+def _iso(t: float | None) -> str | None:
+    if t is None:
+        return None
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds")
+
+
+def _epoch(ts: str | None) -> float | None:
+    from datetime import datetime, timezone
+
+    try:
+        t = datetime.fromisoformat(ts) if ts else None
+    except ValueError:
+        return None
+    if t is None:
+        return None
+    return (t if t.tzinfo else t.replace(tzinfo=timezone.utc)).timestamp()  # legacy naive times read as UTC
+
+
+def _version(v: str | None) -> tuple:
+    return tuple(int(x) for x in re.findall(r"\d+", v or ""))
+
+
+def _rows(conn, keys: set[str]) -> dict[str, list[dict]]:
+    sql = (f"SELECT cache_key, cache_state, compile_s, timestamp, command, objective, transform, function,"
+           f" jax_version FROM compile_records WHERE cache_key IS NOT NULL AND {ok_sql()}")
+    out: dict[str, list[dict]] = {}
+    for r in conn.execute(sa.text(sql)).mappings():
+        if r["cache_key"] in keys:
+            out.setdefault(r["cache_key"], []).append(dict(r))
+    return out
+
+
+def _serves(rows: list[dict]) -> str | None:
+    r = rows[-1]
+    if r["command"]:
+        return f"{r['command']}: {r['function']}"
+    return f"{r['objective'] or '?'} {r['transform']}"
+
+
+def _fill(item: Item, rows: list[dict], now: float) -> None:
+    cold = [r["compile_s"] for r in rows if r["cache_state"] == COLD and r["compile_s"] is not None]
+    cost = statistics.median(cold) if cold else item.entry.jax_compile_s
+    for r in rows:
+        when = _epoch(r["timestamp"])
+        if when is not None:
+            item.last_used = max(item.last_used or when, when)
+        if r["cache_state"] != WARM:
+            continue
+        item.hits += 1
+        if cost is not None and r["compile_s"] is not None:
+            saved = max(cost - r["compile_s"], 0.0)
+            item.saved_s += saved
+            if when is not None and when >= now - 7 * DAY:
+                item.saved_7d_s += saved
+    item.serves = _serves(rows)
+    item.jax_versions = sorted({r["jax_version"] for r in rows if r["jax_version"]}, key=_version)
+
+
+def _dead(items: list[Item], unused_days: int, now: float, known: bool) -> None:
+    """``known``: a ledger was read (without one, no entry is called never hit)."""
+    newest_jax = max((v for i in items for v in i.jax_versions), key=_version, default=None)
+    for i in items:
+        if known and i.hits == 0:
+            i.dead.append(DEAD_NEVER_HIT)
+        if max(i.last_used or 0.0, i.entry.atime or 0.0, i.entry.mtime) < now - unused_days * DAY:
+            i.dead.append(DEAD_UNUSED)
+        if i.jax_versions and newest_jax and _version(i.jax_versions[-1]) < _version(newest_jax):
+            i.dead.append(DEAD_OLD_JAX)
+
+
+def build(cache_dir: Path, engine=None, unused_days: int = 30, now: float | None = None,
+          ledger: str | None = None) -> Inventory:
+    """The inventory of ``cache_dir``; ``engine`` None: from the files alone."""
+    now = time.time() if now is None else now
+    items = [Item(e, last_used=e.atime) for e in scan(cache_dir)]
+    rows: dict[str, list[dict]] = {}
+    if engine is not None:
+        with engine.connect() as conn:
+            rows = _rows(conn, {i.entry.key for i in items})
+    for i in items:
+        if i.entry.key in rows:
+            _fill(i, rows[i.entry.key], now)
+    _dead(items, unused_days, now, engine is not None)
+    return Inventory(str(cache_dir), items, unused_days, sum(len(v) for v in rows.values()), ledger)
