@@ -403,3 +403,30 @@ def test_the_cache_findings_a_check_takes_from_its_last_run_equal_a_recompute(ba
                     assert _said(run_check(ledger.engine)) == _from_nothing(ledger.engine)
             assert _said(run_check(ledger.engine)) == _from_nothing(ledger.engine)
             assert _said(run_check(ledger.engine)) == _from_nothing(ledger.engine)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_findings_kept_by_a_build_whose_passes_differ_are_not_taken_over(backend, tmp_path):
+    """What the cache passes take from the last run is that run's word for it: a run by
+    another version of the passes (the kept state says which) is folded anew instead."""
+    import json
+
+    from ledger.record import CACHE_CELL
+
+    with fresh(backend) as db:
+        rows = _every_kind(db, tmp_path)
+        with open_ledger(str(db), "write") as ledger:
+            run_check(ledger.engine)
+            with ledger.engine.begin() as conn:  # what an older build said of the by-design cell
+                conn.execute(sa.text("UPDATE verdicts SET cause = 'said otherwise' WHERE row_id = :row"),
+                             {"row": rows["by design"]})
+            taken = {f["row_id"]: f["cause"] for f in run_check(ledger.engine).findings}
+            assert taken[rows["by design"]] == "said otherwise"  # the same build: taken over, unread
+            with ledger.engine.begin() as conn:
+                conn.execute(sa.text("UPDATE verdicts SET cause = 'said otherwise' WHERE row_id = :row"),
+                             {"row": rows["by design"]})
+                conn.execute(sa.text("UPDATE cache_cells_state SET cell_fields = :old"),
+                             {"old": json.dumps(CACHE_CELL)})  # as the build before the version kept it
+            said = run_check(ledger.engine)
+            assert {f["row_id"]: f["cause"] for f in said.findings}[rows["by design"]] != "said otherwise"
+            assert _said(said) == _from_nothing(ledger.engine)

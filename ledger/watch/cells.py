@@ -34,7 +34,13 @@ _ID_PAD = 10**12  # ids as fixed-width text, so "timestamp|id" sorts as (timesta
 _GROUP_ORDER = ("transform", "model_type", "hostname", "cache_dir", "dataset_class", "instrument", "hardware",
                 "jax_version", "mixed_precision", "function", "input_signature", "n_batch", "batch_size")
 assert sorted(_GROUP_ORDER) == sorted(CACHE_CELL)
-_FIELDS = json.dumps(CACHE_CELL)
+# What the kept state was folded for: the cell's fields and the version of the cache passes.
+# A check takes what the passes read from the previous run's findings (findings.Reads)
+# only where the fold was not reset since; so a ledger last checked by a build whose passes
+# judged otherwise (or kept other cells) is folded anew, and none of its findings taken over.
+# Bump the version with any change to what a cache pass finds.
+CACHE_PASSES_VERSION = 2
+_FIELDS = json.dumps({"cache_cell": CACHE_CELL, "passes": CACHE_PASSES_VERSION})
 
 
 def stamp_sql(dialect: str) -> str:
