@@ -93,6 +93,12 @@ step "report --html"
 "$L" report --html report.html --db b.db >/dev/null
 grep -q '<html' report.html || fail "report.html"
 
+step "runs, diff, cache"
+"$L" runs --db a.db | grep -q "^1 runs; " || fail "runs: not one run in a.db"
+set +e; "$L" diff --db a.db >diff.out 2>&1; rc=$?; set -e
+[ "$rc" = 2 ] && grep -q "is the only run of objective toy" diff.out || fail "diff of a single run: rc $rc"
+"$L" cache "$warmed" --db a.db --json | grep -q '"hits": 1' || fail "cache: no entry with the probe's warm hit"
+
 step "merge"
 "$L" merge a.db --db b.db >/dev/null
 

@@ -115,7 +115,7 @@ def test_pins_check_and_report(any_db, tmp_path):
     assert check.output.startswith("regression ") and " = 10.00x > 1.5x" in check.output
     assert query(any_db, "SELECT verdict, n_rows FROM verdicts ORDER BY id") == [("regression", 1)]
     report = _ok("report", "--db", any_db)
-    assert report.count("\n### ") == 3
+    assert report.count("\n### ") == 4 and report.partition("\n### time saved")[0].count("\n### ") == 3
     assert "| imaging / knn / hst | jit | 2.63 | 4.32 | 1.6x | 0.263 | regression | slow-warm | 2026-09-01 10:00 |" \
         in report.splitlines()
 
