@@ -3,6 +3,7 @@ tests/fixtures so the suite runs without ../shared."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sqlite3
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import typer.testing
 from hypothesis import settings
 from typer.testing import CliRunner
 
@@ -279,6 +281,18 @@ def any_db(request, tmp_path):
     if request.param == "sqlite":
         return tmp_path / "ledger.db"
     return request.getfixturevalue("pg_db")
+
+
+def _build_once() -> None:
+    """typer's CliRunner.invoke builds the Click command from the app on every call: 50 ms
+    of reading each command's signature, most of a fast test's time. The app does not
+    change during a session: build it once. (A typer without the hook builds it each time.)"""
+    build = getattr(typer.testing, "_get_command", None)
+    if build is not None and not hasattr(build, "cache_info"):
+        typer.testing._get_command = functools.cache(build)
+
+
+_build_once()
 
 
 def run_cli(*args: str):
