@@ -69,6 +69,6 @@ def test_each_recorded_compile_says_whether_x64_was_on(tmp_path):
     db = tmp_path / "ledger.db"
     out = recorded(tmp_path, db, sys.executable, prog, env={"JAX_ENABLE_X64": "0"})
     assert out.returncode == 0, out.stderr
-    rows = query(db, "SELECT function, input_signature, x64 FROM compile_records WHERE function_kind = 'jit'"
-                     " ORDER BY id")
+    rows = [(lambda_named(f), sig, x64) for f, sig, x64 in query(
+        db, "SELECT function, input_signature, x64 FROM compile_records WHERE function_kind = 'jit' ORDER BY id")]
     assert rows == [("jit__lambda", "f32[3] -> f32[3]", 0), ("jit__lambda", "f64[3] -> f64[3]", 1)], rows
