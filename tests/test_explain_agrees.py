@@ -54,8 +54,7 @@ def _records(rows: list[dict]) -> list[dict]:
 def _explained(db, row_id: int) -> tuple[str, int | None, str]:
     """explain's kind, last warm row and cause text for a row."""
     told = command.explain(row_id, db)
-    lines = told.lines()
-    cause = next((ln[len("cause: "):] for ln in lines if ln.startswith("cause: ")), "")
+    cause = told.cause or ""
     kind, _, rest = cause.partition(": ")
     if kind not in KINDS:
         kind, rest = "went-cold", cause

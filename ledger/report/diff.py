@@ -95,9 +95,7 @@ def _causes(engine, pairs: list[tuple[int, int]]) -> dict[int, str]:
         if warm["cache_dir"] == cold["cache_dir"]:
             out[cold_id] = cause_text(diagnose(cold, warm))
             continue
-        told = explain_row(engine, cold_id)
-        out[cold_id] = getattr(told, "cause", None) or next(
-            (ln[len("cause: "):] for ln in told.lines() if ln.startswith("cause: ")), None)
+        out[cold_id] = explain_row(engine, cold_id).cause
     return out
 
 

@@ -80,13 +80,10 @@ def per_day(engine, filters: dict | None = None) -> list[Day]:
         else:
             d.saved_s += max(g["n_warm"] * cold - g["warm_s"], 0.0)
     out, shown = [], {}
-    for at in sorted(days, key=lambda k: (str(k[0]), k[1], _newest_first(k[2]))):
+    newest_first = sorted(days, key=lambda k: k[2], reverse=True)
+    for at in sorted(newest_first, key=lambda k: (str(k[0]), k[1])):  # stable: days stay newest first
         n = shown.get(at[:2], 0)
         if n < DAYS:
             out.append(days[at])
         shown[at[:2]] = n + 1
     return out
-
-
-def _newest_first(day: str) -> tuple:
-    return tuple(-ord(c) for c in day)

@@ -525,6 +525,11 @@ class Told:
     def lines(self) -> list[str]:
         return self.text
 
+    @property
+    def cause(self) -> str | None:
+        """What its "cause: " line names (a Diagnosis has the same property), if any."""
+        return next((ln[len("cause: "):] for ln in self.text if ln.startswith("cause: ")), None)
+
 
 def _last_warm(conn, row: dict, other_jax: bool) -> dict | None:
     """The newest warm ok row of the row's lineage under a cache dir, older than it;
