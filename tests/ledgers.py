@@ -63,23 +63,41 @@ def every_kind_of_row(db, tmp_path, seed: int, n: int = 6) -> None:
     _import(db, tmp_path, "c", [_record(rnd, 60 + i, "cold", **c) for i, c in enumerate(cells[:2])])
     assert run_cli("check", "--db", db).exit_code in (0, 1)
     _predictions(db, rnd)
+    _prunes(db, rnd)
+
+
+def _prunes(db, rnd: random.Random) -> None:
+    """Two entries `ledger cache prune` removed (revision 0014)."""
+    from ledger.storage.models import cache_prunes
+
+    rows = [{"cache_dir": "/tmp/c", "cache_key": f"jit_loss-{rnd.randrange(10**6):x}", "entry": f"e{i}-cache",
+             "bytes": rnd.randrange(1, 10**9), "jax_compile_s": 3.0, "hits": i, "saved_s": 2.5 * i,
+             "last_used": None if i else "2026-07-02T10:00:00+00:00", "reason": "unused 40 days",
+             "hostname": "node1", "pruned_at": "2026-07-05T10:00:00+00:00"} for i in range(2)]
+    _insert(db, cache_prunes, rows)
+
+
+def _insert(db, table, rows: list[dict]) -> None:
+    from sqlalchemy import create_engine, insert
+
+    from ledger.storage.url import resolve_db_url
+
+    engine = create_engine(resolve_db_url(str(db)))
+    with engine.begin() as conn:
+        conn.execute(insert(table), rows)
+    engine.dispose()
 
 
 def _predictions(db, rnd: random.Random) -> None:
-    from sqlalchemy import create_engine, insert
 
     from ledger.storage.models import predictions
-    from ledger.storage.url import resolve_db_url
 
     rows = [{"cache_key": f"jit_loss-{rnd.randrange(10**6):x}", "predicted": state, "cause": cause,
              "expected_compile_s": 2.5, "expected_n": 3, "transform": "jit", "objective": "o",
              "mixed_precision": False, "hostname": "node1", "cache_dir": "/tmp/c", "after_row_id": 7,
              "created_at": "2026-07-04T10:00:00+00:00"}
             for state, cause in (("cold", "jax version"), ("warm", None), ("cold", None))]
-    engine = create_engine(resolve_db_url(str(db)))
-    with engine.begin() as conn:
-        conn.execute(insert(predictions), rows)
-    engine.dispose()
+    _insert(db, predictions, rows)
 
 
 def tables(db) -> dict[str, list[tuple]]:

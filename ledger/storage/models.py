@@ -163,3 +163,21 @@ predictions = sa.Table(
     sa.Column("after_row_id", ID, nullable=False, server_default="0"),
     sa.Column("created_at", sa.Text, nullable=False),
 )
+
+# -- what `ledger cache prune` removed from a cache dir (revision 0014) -----------------
+cache_prunes = sa.Table(
+    "cache_prunes",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("cache_dir", sa.Text, nullable=False),
+    sa.Column("cache_key", sa.Text, nullable=False, index=True),
+    sa.Column("entry", sa.Text, nullable=False),
+    sa.Column("bytes", sa.BigInteger, nullable=False),
+    sa.Column("jax_compile_s", sa.Float),
+    sa.Column("hits", sa.BigInteger),
+    sa.Column("saved_s", sa.Float),
+    sa.Column("last_used", sa.Text),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("hostname", sa.Text),
+    sa.Column("pruned_at", sa.Text, nullable=False),
+)
