@@ -33,6 +33,9 @@ compile_records = sa.Table(
     sa.Column("id", ID, primary_key=True),
     *(sa.Column(name, _SA_TYPES[t]) for name, t in COMPILE_FIELDS.items()),
     sa.Column("record_key", sa.BigInteger, unique=True),
+    # a run's rows and an entry's rows (revision 0014: the cache-health findings)
+    sa.Index("ix_compile_records_run_id", "run_id"),
+    sa.Index("ix_compile_records_cache_key", "cache_key"),
 )
 
 instrument_records = sa.Table(

@@ -6,7 +6,11 @@ seconds), when it was last used, why it was chosen, the host and the time. A lat
 cold compile of the same key in the same dir is then explained as pruned (`explain`,
 `check`, `predict`: ledger/watch/causes.py), not as an entry that vanished.
 
-Downgrade: the table is kept whole in _ledger_stash_0014_cache_prunes
+Two indexes on compile_records: by run_id and by cache_key. The cache-health findings
+of `ledger check` read a run's rows and an entry's rows (ledger/watch/health.py), and
+`ledger cache` a dir's keys; without them each was a scan of every row.
+
+Downgrade: the indexes go; the table is kept whole in _ledger_stash_0014_cache_prunes
 (migrations/ledger_stash.py) and put back by the next upgrade.
 
 Revision ID: 0014
@@ -22,6 +26,7 @@ down_revision = "0013"
 branch_labels = None
 depends_on = None
 
+INDEXED = ("run_id", "cache_key")  # frozen: the compile_records columns indexed here
 ID = sa.BigInteger().with_variant(sa.Integer, "sqlite")  # SQLite's INTEGER PRIMARY KEY is 64-bit
 
 
@@ -42,6 +47,8 @@ def upgrade() -> None:
         sa.Column("pruned_at", sa.Text, nullable=False),  # aware UTC ISO time (ledger/rows.utc_now)
     )
     op.create_index("ix_cache_prunes_cache_key", "cache_prunes", ["cache_key"])
+    for column in INDEXED:
+        op.create_index(f"ix_compile_records_{column}", "compile_records", [column])
     put_back_tables(revision, ("cache_prunes",))  # kept by a downgrade (migrations/ledger_stash.py)
 
 
@@ -49,3 +56,5 @@ def downgrade() -> None:
     keep_tables(revision, ("cache_prunes",))
     op.drop_index("ix_cache_prunes_cache_key", "cache_prunes")
     op.drop_table("cache_prunes")
+    for column in INDEXED:
+        op.drop_index(f"ix_compile_records_{column}", "compile_records")
