@@ -202,13 +202,15 @@ def pins_list(db=None, *, filters: dict | None = None) -> tuple[list[str], list[
 
 
 def check(db=None, *, tolerance: float = 1.5, min_diff: float = 0.05, since: str | None = None,
-          filters: dict | None = None):
-    """`ledger check`: warm rows against their pins, and whether the cache still applies.
-    Stored as a check run. Returns its result (findings, summary(), as_json(), exit_code)."""
+          filters: dict | None = None, below_s: float = 5.0):
+    """`ledger check`: warm rows against their pins, whether the cache still applies, and
+    its health. Stored as a check run. Returns its result (findings, summary(), as_json(),
+    exit_code)."""
     from ledger.watch.check import run_check
 
     with _open(db, "write", create=False) as ledger:
-        return run_check(ledger.engine, tolerance=tolerance, filters=filters or {}, since=since, min_diff=min_diff)
+        return run_check(ledger.engine, tolerance=tolerance, filters=filters or {}, since=since, min_diff=min_diff,
+                         below_s=below_s)
 
 
 def explain(row_id: int, db=None):

@@ -24,6 +24,12 @@ def _min_diff(value: float) -> float:
     return value
 
 
+def _below(value: float) -> float:
+    if not math.isfinite(value) or value < 0:
+        raise typer.BadParameter("must be a number of seconds, 0 or more (5: what a run's unwritten compiles may cost)")
+    return value
+
+
 def _since(value: str | None) -> str | None:
     if value is not None:
         try:
@@ -42,21 +48,26 @@ def check_cmd(
     json: Annotated[bool, typer.Option("--json", help="A JSON document (for CI) instead of lines.")] = False,
     since: Annotated[str | None, typer.Option("--since", callback=_since,
                                                  help="Only rows from this timestamp on (ISO).")] = None,
+    below_threshold_s: Annotated[float, typer.Option(
+        "--below-threshold-s", callback=_below, metavar="SECONDS",
+        help="below-threshold: a run's compiles too quick for JAX to write (its min compile time) cost more than"
+             " this.")] = 5.0,
     hardware: HardwareOpt = None, hostname: HostnameOpt = None, dataset_class: DatasetOpt = None,
     model_type: ModelOpt = None, instrument: InstrumentOpt = None, transform: TransformOpt = None,
     db: DbOpt = None,
 ) -> None:
     """Check warm rows against their pins, and whether the cache still applies.
 
-    Exit 1 on a regression, went-cold, cache-off, or a cache-not-reused that is not
-    by design; 0 when clean (jax-changed only informs). Each run is stored
-    (check_runs, verdicts)."""
+    Exit 1 on a regression, went-cold, cache-off, cache-not-written, evicted, or a
+    cache-not-reused that is not by design; 0 when clean (jax-changed and below-threshold
+    only inform). Each run is stored (check_runs, verdicts)."""
     from ledger import command
     from ledger.output import shown
     from ledger.watch.check import finding_lines
 
     filters = filters_of(hardware, hostname, dataset_class, model_type, instrument, transform)
-    result = command.check(db, tolerance=tolerance, filters=filters, since=since, min_diff=min_diff)
+    result = command.check(db, tolerance=tolerance, filters=filters, since=since, min_diff=min_diff,
+                           below_s=below_threshold_s)
     if json:
         typer.echo(result.as_json(), nl=False)
     else:

@@ -39,7 +39,7 @@ assert sorted(_GROUP_ORDER) == sorted(CACHE_CELL)
 # only where the fold was not reset since; so a ledger last checked by a build whose passes
 # judged otherwise (or kept other cells) is folded anew, and none of its findings taken over.
 # Bump the version with any change to what a cache pass finds.
-CACHE_PASSES_VERSION = 2
+CACHE_PASSES_VERSION = 3
 _FIELDS = json.dumps({"cache_cell": CACHE_CELL, "passes": CACHE_PASSES_VERSION})
 
 

@@ -1,6 +1,8 @@
-"""`ledger check`: every pinned key's newer warm rows against its pin, and what the
-cells say about the cache (went-cold, cache-off, cache-not-reused, jax-changed:
-ledger/watch/findings.py), each run stored as verdicts so a failure can be audited later.
+"""`ledger check`: every pinned key's newer warm rows against its pin, what the cells
+say about the cache (went-cold, cache-off, cache-not-reused, jax-changed:
+ledger/watch/findings.py) and about its health (cache-not-written, below-threshold,
+evicted: ledger/watch/health.py), each run stored as verdicts so a failure can be
+audited later.
 
 The heavy lifting is SQL: the pinned rows are judged by one INSERT ... SELECT (pins
 joined to compile_records on the comparability key), and the cache findings are read
@@ -23,6 +25,7 @@ from ledger.storage.models import check_runs, pins, verdicts
 from ledger.watch import cells
 from ledger.watch.causes import fetch_rows
 from ledger.watch.findings import Earlier, Finding, cache_findings, earlier, link_pin
+from ledger.watch.health import BELOW_THRESHOLD_S, Kept, health_findings, since_filter
 from ledger.watch.history import HISTORY, TOLERANCE_RULE
 from ledger.watch.keys import key_join_sql, loaded_cause_sql, loaded_sql
 from ledger.watch.kinds import INCONCLUSIVE, JAX_CHANGED, KINDS, OK, REGRESSION, finding_line, order_sql
@@ -138,7 +141,8 @@ def _findings(conn, run_id: int, cache: list[Finding]) -> list[dict]:
 
 
 def run_check(engine, *, tolerance: float = TOLERANCE, filters: dict | None = None,
-              since: str | None = None, min_diff: float = MIN_DIFF, rejudge: bool = False) -> CheckResult:
+              since: str | None = None, min_diff: float = MIN_DIFF, rejudge: bool = False,
+              below_s: float = BELOW_THRESHOLD_S) -> CheckResult:
     """Judge, store the run and its verdicts (one transaction), return the findings.
 
     The cache cells are folded first, in the same transaction: the findings read
@@ -146,11 +150,12 @@ def run_check(engine, *, tolerance: float = TOLERANCE, filters: dict | None = No
     previous run judged are not judged again where its verdicts still stand
     (_reusable); `rejudge` judges every row regardless."""
     with engine.begin() as conn:
-        return judge(conn, tolerance=tolerance, filters=filters, since=since, min_diff=min_diff, rejudge=rejudge)
+        return judge(conn, tolerance=tolerance, filters=filters, since=since, min_diff=min_diff, rejudge=rejudge,
+                     below_s=below_s)
 
 
 def judge(conn, *, tolerance: float = TOLERANCE, filters: dict | None = None, since: str | None = None,
-          min_diff: float = MIN_DIFF, rejudge: bool = False) -> CheckResult:
+          min_diff: float = MIN_DIFF, rejudge: bool = False, below_s: float = BELOW_THRESHOLD_S) -> CheckResult:
     """run_check in the caller's write transaction."""
     refuse_unmatched(conn, filters, "nothing to check")  # before a check run is stored
     now = utc_now()
@@ -158,11 +163,13 @@ def judge(conn, *, tolerance: float = TOLERANCE, filters: dict | None = None, si
     if since is not None:
         where += " AND r.timestamp >= :since"
         params["since"] = since
-    given = json.dumps({k: v for k, v in (filters or {}).items() if v is not None} | ({"since": since} if since else {}),
-                       sort_keys=True)
+    # what the findings were judged over: a run with other options keeps nothing of it
+    given = json.dumps({k: v for k, v in (filters or {}).items() if v is not None} | ({"since": since} if since else {})
+                       | ({"below_threshold_s": below_s} if below_s != BELOW_THRESHOLD_S else {}), sort_keys=True)
     folded = cells.fold(conn)
     kept = None if rejudge or since is not None else _earlier(conn, folded, given)
-    found = cache_findings(conn, folded.cells, filters, since, kept)
+    found = cache_findings(conn, folded.cells, filters, since, kept[0] if kept else None)
+    found += since_filter(conn, health_findings(conn, filters, below_s, kept[1] if kept else None), since)
     digest = pins_digest(conn)
     prev = None if rejudge else _reusable(conn, folded.found, digest, tolerance, min_diff, given)
     run_id = conn.execute(sa.insert(check_runs).values(
@@ -197,15 +204,15 @@ def _reusable(conn, folded: int, digest: str, tolerance: float, min_diff: float,
     return prev if same else None
 
 
-def _earlier(conn, folded: cells.Folded, given: str) -> Earlier | None:
-    """The previous run's cache findings, where the cache passes may take what they read
-    of a cell's rows from them: it read the rows up to its `upto` as they stand (the
-    fold was not reset since), over the same filters, with no --since (which drops
-    findings); else None."""
+def _earlier(conn, folded: cells.Folded, given: str) -> tuple[Earlier, Kept] | None:
+    """The previous run's findings, where the cache passes may take what they read of a
+    cell's rows from them, and the health judges what they read of older runs: it read
+    the rows up to its `upto` as they stand (the fold was not reset since), over the
+    same filters and options, with no --since (which drops findings); else None."""
     prev = conn.execute(sa.select(check_runs).order_by(check_runs.c.id.desc()).limit(1)).first()
     if prev is None or not folded.found or prev.upto != folded.found or prev.filters != given:
         return None
-    return earlier(conn, prev.id, prev.upto, folded.new)
+    return earlier(conn, prev.id, prev.upto, folded.new), Kept(prev.id, prev.upto)
 
 
 def finding_lines(findings: list[dict]) -> list[str]:

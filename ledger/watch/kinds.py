@@ -3,8 +3,9 @@ fails the check, how the report ranks and marks it, and the line people read.
 
 check.py (the counts, the exit status, the lines, the JSON), the report (ledger/report/
 lines.py: which finding a key shows first, which rows a chart marks) and findings.py
-(the cache passes that produce them) all take the kinds from here. A new kind is one
-`Kind(...)` in KINDS and, for a cache finding, its pass in findings.PASSES
+(the cache passes that produce them) and health.py (the cache's health) all take the
+kinds from here. A new kind is one `Kind(...)` in KINDS and, for a cache finding, its
+pass in findings.PASSES, or for a health finding its judge in health.py
 (docs/layout.md, "a new finding kind").
 """
 
@@ -17,6 +18,8 @@ from ledger.rows import describe_key
 
 OK, REGRESSION, INCONCLUSIVE = "ok", "regression", "inconclusive"
 WENT_COLD, CACHE_OFF, CACHE_NOT_REUSED, JAX_CHANGED = "went-cold", "cache-off", "cache-not-reused", "jax-changed"
+# the cache's health (ledger/watch/health.py)
+CACHE_NOT_WRITTEN, BELOW_THRESHOLD, EVICTED = "cache-not-written", "below-threshold", "evicted"
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,9 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind(CACHE_OFF, 6, True, True, False, _cache_off),
     Kind(CACHE_NOT_REUSED, 4, False, True, False, _said),
     Kind(JAX_CHANGED, 2, False, False, False, _said),
+    Kind(CACHE_NOT_WRITTEN, 5, True, True, False, _said),
+    Kind(EVICTED, 5, True, True, False, _said),
+    Kind(BELOW_THRESHOLD, 2, False, False, False, _said),
 )}
 
 

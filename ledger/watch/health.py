@@ -1,0 +1,264 @@
+"""Cache health: what the rows say the cache silently fails to keep, in `ledger check`.
+
+- cache-not-written: the newest run of a job of more than one process (one run's rows
+  with process index 0 and above) where a process above 0, on another host than process
+  0 under the same cache dir path, compiled cold what JAX did not write (only process 0
+  writes entries) and what it had compiled cold with the same key in an earlier run: no
+  entry appeared. Where process 0 found those keys warm, the dir is not shared (each
+  host has its own copy of the path): fails, and names the fix. Where process 0's keys
+  for the same functions differ (on CPU the accelerator_config component names each
+  process's own devices), no process writes them: said, not failing.
+- below-threshold: the newest run of a program (its recorded command, or a probe's
+  objective) whose compiles JAX did not write because they took less than
+  jax_persistent_cache_min_compile_time_secs cost more than `below_s` seconds in all:
+  each is paid again on every run. Names the setting and what it would save; does not fail.
+- evicted: an entry (host, cache dir, key) warm and then cold again with its key
+  unchanged, more than once, while jax_compilation_cache_max_size was in force (JAX's LRU
+  eviction), with no `ledger cache prune` of it in between: churn. Fails.
+
+A daily check reads only what arrived since the previous one (the runs and keys of the
+new rows, through the indexes of revision 0014) and keeps that run's health findings
+for the programs and entries with nothing new.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from ledger.filters import filter_sql
+from ledger.record import COLD, NOT_PERSISTED_COMPILE_TIME, NOT_PERSISTED_PROCESS_INDEX, WARM
+from ledger.rows import ok_sql, oldest_first
+from ledger.watch.causes import EMPTY_DIR, SAME_KEY, UNKNOWN_CAUSE, diagnose, fetch_rows
+from ledger.watch.findings import Finding
+from ledger.watch.kinds import BELOW_THRESHOLD, CACHE_NOT_WRITTEN, EVICTED, KINDS
+
+HEALTH_KINDS = (CACHE_NOT_WRITTEN, BELOW_THRESHOLD, EVICTED)
+BELOW_THRESHOLD_S = 5.0  # seconds a run: what check --below-threshold-s defaults to
+MAX_SIZE = "jax_compilation_cache_max_size"
+PROGRAM_SQL = "COALESCE(r.command, r.objective)"  # what ran: the recorded command, or the probe's objective
+_COLUMNS = ("id", "run_id", "function", "input_signature", "transform", "cache_key_components", "x64",
+            "cache_files_before", "program_fingerprint", "command", "objective", "hostname", "process_index", "cache_state", "cache_dir",
+            "cache_key", "compile_s", "cache_not_persisted", "cache_min_compile_time_s", "jax_cache_settings",
+            "timestamp")
+
+
+@dataclass
+class Kept:
+    """The previous check run, where its health findings stand for what has no row since."""
+
+    run_id: int
+    upto: int
+
+
+def health_findings(conn, filters: dict | None, below_s: float, kept: Kept | None) -> list[Finding]:
+    """Every health finding, oldest row first."""
+    where, params = filter_sql(filters, "r")
+    if kept is None:
+        runs, keys, carried = _every_run(conn, where, params), _churn_keys(conn, where, params, 0), []
+    else:
+        runs, keys, carried = _since(conn, where, params, kept)
+    found = list(carried)
+    by_run = _rows_by(conn, "run_id", runs, where, params)
+    unwritten = {r["cache_key"] for rows in by_run.values() for r in _unwritten(rows)}
+    by_key = _rows_by(conn, "cache_key", unwritten, where, params)
+    for rows in by_run.values():
+        found += _not_written(rows, by_key) + _below_threshold(rows, below_s)
+    pruned = _prunes(conn, keys)
+    for rows in _rows_by(conn, "cache_key", keys, where, params).values():
+        found += _evicted(rows, pruned)
+    return sorted(found, key=lambda f: f.row_id)
+
+
+def _every_run(conn, where: str, params: dict) -> set[str]:
+    """The newest run of every program."""
+    sql = (f"SELECT {PROGRAM_SQL} AS program, r.run_id, MAX(COALESCE(r.timestamp, '')) AS t FROM compile_records r"
+           f" WHERE r.run_id IS NOT NULL AND {ok_sql('r')}{where} GROUP BY {PROGRAM_SQL}, r.run_id")
+    newest: dict[str, tuple[str, str]] = {}
+    for r in conn.execute(sa.text(sql), params).mappings():
+        if r["program"] not in newest or (r["t"], r["run_id"]) > newest[r["program"]]:
+            newest[r["program"]] = (r["t"], r["run_id"])
+    return {run for _, run in newest.values()}
+
+
+def _churn_keys(conn, where: str, params: dict, above: int) -> set[str]:
+    """The keys of cold rows above row `above` compiled with a cache size limit in force."""
+    sql = (f"SELECT DISTINCT r.cache_key, r.jax_cache_settings FROM compile_records r WHERE r.id > :above"
+           f" AND r.cache_state = '{COLD}' AND r.cache_key IS NOT NULL AND r.jax_cache_settings LIKE :like{where}")
+    rows = conn.execute(sa.text(sql), params | {"above": above, "like": f'%"{MAX_SIZE}"%'})
+    return {key for key, settings in rows if max_size(settings) is not None}
+
+
+def _since(conn, where: str, params: dict, kept: Kept) -> tuple[set[str], set[str], list[Finding]]:
+    """The newest run of each program with new rows, the churn keys of the new rows, and
+    the previous run's health findings of programs and keys with nothing new."""
+    sql = (f"SELECT DISTINCT {PROGRAM_SQL} AS program, r.run_id, r.cache_key FROM compile_records r"
+           f" WHERE r.id > :above{where}")
+    new = list(conn.execute(sa.text(sql), params | {"above": kept.upto}).mappings())
+    programs = {r["program"] for r in new if r["run_id"] is not None}
+    touched_keys = {r["cache_key"] for r in new if r["cache_key"] is not None}
+    runs = _newest_runs(conn, {r["run_id"] for r in new if r["run_id"] is not None}, where, params)
+    keys = _churn_keys(conn, where, params, kept.upto)
+    earlier = _earlier(conn, kept.run_id)
+    carried = []
+    for f, row in earlier:
+        touched = row["cache_key"] in touched_keys if f.verdict == EVICTED else row["program"] in programs
+        if not touched:
+            carried.append(f)
+        elif f.verdict == EVICTED:
+            keys.add(row["cache_key"])  # an entry with new rows: its churn counted again
+    return runs, keys, carried
+
+
+def _newest_runs(conn, runs: set[str], where: str, params: dict) -> set[str]:
+    """Of these runs, the newest of each program (the new rows' runs are the newest)."""
+    newest: dict[str, tuple[str, str]] = {}
+    for rows in _rows_by(conn, "run_id", runs, where, params).values():
+        program, t = rows[0]["command"] or rows[0]["objective"], rows[-1]["timestamp"] or ""
+        if program not in newest or (t, rows[0]["run_id"]) > newest[program]:
+            newest[program] = (t, rows[0]["run_id"])
+    return {run for _, run in newest.values()}
+
+
+def _earlier(conn, run_id: int) -> list[tuple[Finding, dict]]:
+    kinds = ", ".join(f"'{k}'" for k in HEALTH_KINDS)
+    sql = (f"SELECT v.verdict, v.row_id, v.cause, {PROGRAM_SQL} AS program, r.cache_key FROM verdicts v"
+           f" JOIN compile_records r ON r.id = v.row_id WHERE v.check_run_id = :run AND v.verdict IN ({kinds})")
+    return [(Finding(r["verdict"], r["row_id"], r["cause"] or "", KINDS[r["verdict"]].fails), dict(r))
+            for r in conn.execute(sa.text(sql), {"run": run_id}).mappings()]
+
+
+def _rows_by(conn, column: str, values: set[str], where: str, params: dict) -> dict[str, list[dict]]:
+    """The ok rows whose `column` is one of `values`, by value, oldest first."""
+    out: dict[str, list[dict]] = {}
+    chosen = sorted(values)
+    cols = ", ".join(f"r.{c}" for c in _COLUMNS)
+    for start in range(0, len(chosen), 500):
+        sql = (f"SELECT {cols} FROM compile_records r WHERE r.{column} IN :values AND {ok_sql('r')}{where}"
+               f" ORDER BY {oldest_first('r')}")
+        stmt = sa.text(sql).bindparams(sa.bindparam("values", expanding=True))
+        for r in conn.execute(stmt, params | {"values": chosen[start:start + 500]}).mappings():
+            out.setdefault(r[column], []).append(dict(r))
+    return out
+
+
+def max_size(settings: str | None) -> int | None:
+    """jax_compilation_cache_max_size from a row's recorded cache settings, where a limit
+    was in force (JAX's default -1 is none)."""
+    try:
+        value = json.loads(settings or "{}").get(MAX_SIZE)
+    except (ValueError, AttributeError):
+        return None
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _s(x: float) -> str:
+    return f"{x:.3g} s"
+
+
+def _not_written(rows: list[dict], by_key: dict[str, list[dict]]) -> list[Finding]:
+    """One run's rows: compiles of a process above 0, on another host than process 0 under
+    the same cache dir path, that JAX did not write and that were cold with the same key in
+    an earlier run too (no entry appeared). `by_key`: every row of their keys."""
+    zero = {(r["cache_dir"], r["hostname"]) for r in rows if r["process_index"] == 0 and r["cache_dir"]}
+    warm0 = {(r["cache_dir"], r["cache_key"]): r for r in rows if r["process_index"] == 0 and r["cache_state"] == WARM}
+    lost: dict[tuple, list[dict]] = {}
+    for r in _unwritten(rows):
+        if any(d == r["cache_dir"] and h != r["hostname"] for d, h in zero) and any(
+                e["run_id"] != r["run_id"] and e["cache_state"] == COLD and (e["hostname"], e["cache_dir"]) ==
+                (r["hostname"], r["cache_dir"]) and (e["timestamp"] or "") <= (r["timestamp"] or "")
+                for e in by_key.get(r["cache_key"], ())):
+            lost.setdefault((r["process_index"], r["hostname"], r["cache_dir"]), []).append(r)
+    return [_not_written_finding(key, found, warm0, rows) for key, found in lost.items()]
+
+
+def _unwritten(rows: list[dict]) -> list[dict]:
+    """A run's cold compiles that a process above 0 did not write (JAX said why)."""
+    return [r for r in rows if (r["process_index"] or 0) > 0 and r["cache_state"] == COLD and r["cache_dir"]
+            and r["cache_key"] and r["cache_not_persisted"] == NOT_PERSISTED_PROCESS_INDEX]
+
+
+def _not_written_finding(key: tuple, found: list[dict], warm0: dict, run: list[dict]) -> Finding:
+    index, host, cache_dir = key
+    seen = [warm0[cache_dir, r["cache_key"]] for r in found if (cache_dir, r["cache_key"]) in warm0]
+    head = (f"process {index} on {host} compiled {len(found)} function{'s' * (len(found) != 1)} cold"
+            f" ({_s(sum(r['compile_s'] or 0 for r in found))}) into {cache_dir} again, as in an earlier run:"
+            " JAX writes entries from process 0 only")
+    if seen:
+        return Finding(CACHE_NOT_WRITTEN, found[-1]["id"], (
+            f"{head}, and process 0 found {len(seen)} of them warm on {seen[-1]['hostname']} (row {seen[-1]['id']}):"
+            " the dir is not shared, each host has its own at that path; fix: put jax_compilation_cache_dir on a"
+            " file system every host sees"), True, seen[-1]["id"])
+    return Finding(CACHE_NOT_WRITTEN, found[-1]["id"], (
+        f"{head}, and process 0 compiled them under other keys{_differing(found, run)}, so no process writes"
+        f" process {index}'s: it compiles them cold on every run, shared dir or not"), False)
+
+
+def _differing(found: list[dict], run: list[dict]) -> str:
+    """What process 0's key for the same function differs in (diagnose's names), if known."""
+    what = ("function", "input_signature", "transform")
+    zero = {tuple(r[f] for f in what): r for r in run if r["process_index"] == 0}
+    names = sorted({c for r in found if (z := zero.get(tuple(r[f] for f in what)))
+                    for c in diagnose(r, z) if c not in (SAME_KEY, UNKNOWN_CAUSE, EMPTY_DIR)})
+    return f" (differing in {', '.join(names)})" if names else ""
+
+
+def _below_threshold(rows: list[dict], below_s: float) -> list[Finding]:
+    """One run's compiles JAX did not write for taking less than its threshold."""
+    under = [r for r in rows if r["cache_state"] == COLD and r["cache_not_persisted"] == NOT_PERSISTED_COMPILE_TIME]
+    total = sum(r["compile_s"] or 0 for r in under)
+    if not under or total <= below_s:
+        return []
+    limits = sorted({r["cache_min_compile_time_s"] for r in under if r["cache_min_compile_time_s"] is not None})
+    limit = f" ({', '.join(f'{x:g}' for x in limits)} s)" if limits else ""
+    cause = (f"{len(under)} compiles under jax_persistent_cache_min_compile_time_secs{limit} took {_s(total)} in run"
+             f" {under[0]['run_id'][:12]} and were never written, so every run pays them again: setting it to 0"
+             f" (JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0) keeps them, and would save up to {_s(total)} a run")
+    return [Finding(BELOW_THRESHOLD, under[-1]["id"], cause, False)]
+
+
+def _prunes(conn, keys: set[str]) -> dict[tuple[str, str], list[str]]:
+    """(cache dir, key) -> when `ledger cache prune` removed it."""
+    out: dict[tuple[str, str], list[str]] = {}
+    chosen = sorted(keys)
+    for start in range(0, len(chosen), 500):
+        stmt = sa.text("SELECT cache_dir, cache_key, pruned_at FROM cache_prunes WHERE cache_key IN :keys").bindparams(
+            sa.bindparam("keys", expanding=True))
+        for d, k, at in conn.execute(stmt, {"keys": chosen[start:start + 500]}):
+            out.setdefault((d, k), []).append(at)
+    return out
+
+
+def _evicted(rows: list[dict], pruned: dict) -> list[Finding]:
+    """One key's rows: per host and cache dir, each warm row followed by a cold one under a
+    size limit (no prune between) is an eviction; two or more are churn."""
+    out = []
+    by_entry: dict[tuple, list[dict]] = {}
+    for r in rows:
+        if r["cache_dir"] and r["cache_state"] in (WARM, COLD):
+            by_entry.setdefault((r["hostname"], r["cache_dir"]), []).append(r)
+    for (host, cache_dir), entry_rows in by_entry.items():
+        times, last_warm, evictions = pruned.get((cache_dir, entry_rows[0]["cache_key"]), []), None, []
+        for r in entry_rows:
+            limit = max_size(r["jax_cache_settings"])
+            if r["cache_state"] == COLD and last_warm is not None and limit is not None and not any(
+                    (last_warm["timestamp"] or "") <= t <= (r["timestamp"] or "~") for t in times):
+                evictions.append((r, last_warm, limit))
+            last_warm = r if r["cache_state"] == WARM else None
+        if len(evictions) >= 2:
+            r, w, limit = evictions[-1]
+            cause = (f"entry {r['cache_key']} in {cache_dir} on {host} was evicted and compiled cold again"
+                     f" {len(evictions)} times (warm, then cold with the same key; last warm row {w['id']}) under"
+                     f" {MAX_SIZE}={limit} bytes: raise the limit, or remove dead weight (`ledger cache prune`)")
+            out.append(Finding(EVICTED, r["id"], cause, True, w["id"]))
+    return out
+
+
+def since_filter(conn, found: list[Finding], since: str | None) -> list[Finding]:
+    """check --since: only the findings of rows at or after it."""
+    if since is None:
+        return found
+    times = {i: r["timestamp"] or "" for i, r in fetch_rows(conn, [f.row_id for f in found]).items()}
+    return [f for f in found if times[f.row_id] >= since]
