@@ -249,7 +249,7 @@ def diff(db=None, a: str | None = None, b: str | None = None):
 def report(db=None, *, filters: dict | None = None, predictions: bool = True) -> str:
     """`ledger report`: the markdown report (``predictions``: how often predict held)."""
     from ledger.filters import refuse_unmatched
-    from ledger.report import lines, recorded, saved, text
+    from ledger.report import health, lines, recorded, saved, text
     from ledger.report import predictions as scored
 
     filters = filters or {}
@@ -258,6 +258,7 @@ def report(db=None, *, filters: dict | None = None, predictions: bool = True) ->
             refuse_unmatched(conn, filters, "nothing to report")
         out = text.markdown(lines.build(ledger.engine, filters), recorded.build(ledger.engine, filters),
                             saved.per_day(ledger.engine, filters))
+        out += "\n" + health.markdown(ledger.engine, filters)
         if predictions:
             out += scored.markdown(ledger.engine, filters.get("hostname"))
     return out

@@ -157,6 +157,15 @@ def test_an_entry_evicted_twice_under_a_size_limit_is_churn(tmp_path):
     assert f["cause"] == ("entry jit_f-k1 in /c on node1 was evicted and compiled cold again 2 times (warm, then cold"
                           f" with the same key; last warm row {ids[-2]}) under jax_compilation_cache_max_size=65536"
                           " bytes: raise the limit, or remove dead weight (`ledger cache prune`)")
+    # the report says what the newest check found, as check said it
+    report = run_cli("report", "--db", db).output
+    assert report.split("### cache health\n\n")[1].split("\n\n")[:2] == [
+        "From check run 1 (" + query(db, "SELECT checked_at FROM check_runs")[0][0] + "): what the cache fails to keep.",
+        f"- evicted       local_cpu/node1 jax 0.10.2 imaging/mge/hst recorded jit_f(None) (n_batch 1, batch_size 1):"
+        f" row {ids[-1]}: {f['cause']}"]
+    html = tmp_path / "r.html"
+    assert run_cli("report", "--db", db, "--html", html).exit_code == 0
+    assert "<h2>cache health</h2>" in html.read_text()
 
 
 @pytest.mark.parametrize("why, rows", [

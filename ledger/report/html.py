@@ -294,7 +294,7 @@ def page(lines: list[Line], points: dict[tuple, list[dict]], programs: str = "",
 def write_html(engine, path, filters: dict | None = None) -> tuple[int, int]:
     """Write the HTML report to `path` atomically; returns its numbers of key tables and
     charts."""
-    from ledger.report import predictions, recorded, saved
+    from ledger.report import health, predictions, recorded, saved
 
     with engine.connect() as conn:
         lines = rl.collect(conn, filters)
@@ -303,8 +303,8 @@ def write_html(engine, path, filters: dict | None = None) -> tuple[int, int]:
         points = rl.series(conn, filters, per_key=100, only=drawn)
         programs = "\n".join("\n".join(text.recorded_program(p)) for p in recorded.programs(conn, filters))
     days = saved.per_day(engine, filters)
-    after = ("\n".join(text.time_saved(days)) if days else "") + "\n" + predictions.markdown(
-        engine, (filters or {}).get("hostname"))
+    after = "\n".join([health.markdown(engine, filters), "\n".join(text.time_saved(days)) if days else "",
+                       predictions.markdown(engine, (filters or {}).get("hostname"))])
     atomic_write(path, page(lines, points, programs, after))
     tables = len(rl.group_by_host(lines))
     return tables, 2 * min(tables, CHARTED)

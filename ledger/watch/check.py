@@ -121,7 +121,7 @@ _FINDING_COLUMNS = ("verdict", "row_id", "compile_s", "pin_id", "pin_compile_s",
 _PIN_HISTORY = ("history_n", "history_median_s", "history_mad_s")
 
 
-def _findings(conn, run_id: int, cache: list[Finding]) -> list[dict]:
+def stored_findings(conn, run_id: int, cache: list[Finding] = ()) -> list[dict]:
     """The run's findings, each with whether it fails the check (and what the cache
     passes know beyond the stored verdict: the old jax of a jax-changed, ...)."""
     known = {(f.verdict, f.row_id): f for f in cache}
@@ -184,7 +184,7 @@ def judge(conn, *, tolerance: float = TOLERANCE, filters: dict | None = None, si
                                .where(verdicts.c.check_run_id == run_id).group_by(verdicts.c.verdict)).all())
     exit_code = 1 if counts.get(REGRESSION) or any(f.fails for f in found) else 0
     conn.execute(sa.update(check_runs).where(check_runs.c.id == run_id).values(exit_code=exit_code))
-    findings = _findings(conn, run_id, found)
+    findings = stored_findings(conn, run_id, found)
     return CheckResult(run_id, tolerance, exit_code, counts, findings, min_diff)
 
 
