@@ -93,11 +93,15 @@ step "report --html"
 "$L" report --html report.html --db b.db >/dev/null
 grep -q '<html' report.html || fail "report.html"
 
-step "runs, diff, cache"
+step "runs, diff, cache, cache prune --dry-run"
 "$L" runs --db a.db | grep -q "^1 runs; " || fail "runs: not one run in a.db"
 set +e; "$L" diff --db a.db >diff.out 2>&1; rc=$?; set -e
 [ "$rc" = 2 ] && grep -q "is the only run of objective toy" diff.out || fail "diff of a single run: rc $rc"
 "$L" cache "$warmed" --db a.db --json | grep -q '"hits": 1' || fail "cache: no entry with the probe's warm hit"
+before=$(cd "$warmed" && ls -l --time-style=+%s . | sha256sum)
+"$L" cache prune "$warmed" --unused-days 0 --dry-run --db a.db | grep -q "^would remove 2 entries, " \
+    || fail "cache prune --dry-run: not the probe's two entries"
+[ "$(cd "$warmed" && ls -l --time-style=+%s . | sha256sum)" = "$before" ] || fail "cache prune --dry-run changed the dir"
 
 step "merge"
 "$L" merge a.db --db b.db >/dev/null

@@ -113,6 +113,33 @@ def cache(cache_dir, db=None, *, unused_days: int = 30):
         return build(path, ledger.engine, unused_days, ledger=ledger.display)
 
 
+def cache_prune(cache_dir, db=None, *, unused_days: int | None = None, max_size: int | None = None,
+                dry_run: bool = False):
+    """`ledger cache prune DIR`: remove the entries that save least per byte, never one used
+    within ``unused_days`` (default 7 with ``max_size``), until the dir's entries total at
+    most ``max_size`` bytes (None: every unused entry). Each removal is a cache_prunes row
+    where a ledger exists; ``dry_run``: the plan alone, nothing written anywhere. Returns a
+    ledger.cache.prune.Plan (removals, as_json())."""
+    from ledger.cache import prune
+
+    if unused_days is None and max_size is None:
+        raise prune.PruneUsageError("give --unused-days N, --max-size SIZE or both: prune removes nothing unasked")
+    if unused_days is not None and not 0 <= unused_days <= prune.MAX_DAYS:
+        raise prune.PruneUsageError(f"--unused-days must be from 0 to {prune.MAX_DAYS}, not {unused_days}")
+    if max_size is not None and max_size < 0:
+        raise prune.PruneUsageError(f"--max-size must be 0 or more bytes, not {max_size}")
+    days = prune.DEFAULT_DAYS_WITH_SIZE if unused_days is None else unused_days
+    inv = cache(cache_dir, db, unused_days=max(days, 1))
+    plan = prune.plan(inv, days, max_size)
+    if dry_run:
+        return plan
+    prune.apply(plan)
+    if inv.ledger is not None:
+        with _open(db, "write", create=False) as ledger:
+            prune.record(ledger.engine, plan)
+    return plan
+
+
 # -- the schema -----------------------------------------------------------------------------
 
 

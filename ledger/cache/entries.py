@@ -3,7 +3,8 @@
 An entry is one file, ``<key>-cache`` (``<key>`` in jax 0.4.30), where the key is
 ``<module name>-<hash>``: the module name is the function JAX compiled (jit_loss). JAX's
 LRU eviction keeps ``<key>-atime`` beside it (last access, nanoseconds, 8 bytes) and a
-``.lockfile``: neither is an entry. The file is the compressed (zstd, else zlib) entry
+``.lockfile``: neither is an entry. Older JAX (its GFileCache) writes ``_temp_<key>`` and
+renames it: a temp file, never an entry. The file is the compressed (zstd, else zlib) entry
 of JAX's compilation_cache module (jax._src.compilation_cache): 4 bytes of compile time in whole seconds (big-endian),
 then the serialized executable. Only the first bytes are decompressed, streamed: an
 entry is megabytes, its compile time 4 bytes.
@@ -16,7 +17,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-SUFFIX, ATIME = "-cache", "-atime"
+SUFFIX, ATIME, TEMP = "-cache", "-atime", "_temp_"
 TIME_BYTES = 4
 CHUNK = 4096
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -31,6 +32,7 @@ class Entry:
     atime: float | None  # its -atime companion (LRU eviction on), seconds
     jax_compile_s: int | None  # what JAX recorded inside the entry
     unread: str | None = None  # why jax_compile_s is None
+    name: str = ""  # the file's name in the dir
 
 
 def _function(key: str) -> str:
@@ -83,15 +85,19 @@ def _atime(dir_path: Path, key: str) -> float | None:
     return int.from_bytes(raw[:8], "little") / 1e9 if len(raw) >= 8 else None
 
 
+def is_entry(name: str) -> bool:
+    """A file JAX reads as an entry: not its lock, an -atime file or a temp file."""
+    return not name.startswith((".", TEMP)) and not name.endswith(ATIME)
+
+
 def scan(dir_path: Path) -> list[Entry]:
     """Every entry of the dir, by key (a missing dir is the caller's one-line error)."""
     out = []
     with os.scandir(dir_path) as it:
-        files = [e for e in it if e.is_file(follow_symlinks=False) and not e.name.startswith(".")
-                 and not e.name.endswith(ATIME)]
+        files = [e for e in it if e.is_file(follow_symlinks=False) and is_entry(e.name)]
     for e in files:
         key = e.name.removesuffix(SUFFIX)
         st = e.stat(follow_symlinks=False)
         seconds, why = compile_seconds(Path(e.path))
-        out.append(Entry(key, _function(key), st.st_size, st.st_mtime, _atime(dir_path, key), seconds, why))
+        out.append(Entry(key, _function(key), st.st_size, st.st_mtime, _atime(dir_path, key), seconds, why, e.name))
     return sorted(out, key=lambda x: x.key)

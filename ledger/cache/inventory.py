@@ -40,8 +40,8 @@ class Item:
     def as_json(self) -> dict:
         e = self.entry
         return {"key": e.key, "function": e.function, "bytes": e.bytes, "jax_compile_s": e.jax_compile_s, "unread": e.unread,
-                "hits": self.hits, "saved_s": round(self.saved_s, 6), "last_used": _iso(self.last_used),
-                "written": _iso(e.mtime), "serves": self.serves, "jax_versions": self.jax_versions,
+                "hits": self.hits, "saved_s": round(self.saved_s, 6), "last_used": iso(self.last_used),
+                "written": iso(e.mtime), "serves": self.serves, "jax_versions": self.jax_versions,
                 "dead": self.dead}
 
 
@@ -69,7 +69,7 @@ class Inventory:
                 "totals": self.totals()}
 
 
-def _iso(t: float | None) -> str | None:
+def iso(t: float | None) -> str | None:
     if t is None:
         return None
     from datetime import datetime, timezone
@@ -77,7 +77,7 @@ def _iso(t: float | None) -> str | None:
     return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds")
 
 
-def _epoch(ts: str | None) -> float | None:
+def epoch(ts: str | None) -> float | None:
     from datetime import datetime, timezone
 
     try:
@@ -114,7 +114,7 @@ def _fill(item: Item, rows: list[dict], now: float) -> None:
     cold = [r["compile_s"] for r in rows if r["cache_state"] == COLD and r["compile_s"] is not None]
     cost = statistics.median(cold) if cold else item.entry.jax_compile_s
     for r in rows:
-        when = _epoch(r["timestamp"])
+        when = epoch(r["timestamp"])
         if when is not None:
             item.last_used = max(item.last_used or when, when)
         if r["cache_state"] != WARM:
@@ -129,13 +129,18 @@ def _fill(item: Item, rows: list[dict], now: float) -> None:
     item.jax_versions = sorted({r["jax_version"] for r in rows if r["jax_version"]}, key=_version)
 
 
+def last_use(item: Item) -> float:
+    """The newest of its last row in the ledger, its -atime and its write (seconds)."""
+    return max(item.last_used or 0.0, item.entry.atime or 0.0, item.entry.mtime)
+
+
 def _dead(items: list[Item], unused_days: int, now: float, known: bool) -> None:
     """``known``: a ledger was read (without one, no entry is called never hit)."""
     newest_jax = max((v for i in items for v in i.jax_versions), key=_version, default=None)
     for i in items:
         if known and i.hits == 0:
             i.dead.append(DEAD_NEVER_HIT)
-        if max(i.last_used or 0.0, i.entry.atime or 0.0, i.entry.mtime) < now - unused_days * DAY:
+        if last_use(i) < now - unused_days * DAY:
             i.dead.append(DEAD_UNUSED)
         if i.jax_versions and newest_jax and _version(i.jax_versions[-1]) < _version(newest_jax):
             i.dead.append(DEAD_OLD_JAX)

@@ -1,4 +1,5 @@
-"""`ledger cache DIR`: what a JAX cache dir holds and what it saves, read-only."""
+"""`ledger cache`: what a JAX cache dir holds and what it saves (`ledger cache DIR`, short
+for `ledger cache inventory DIR`, read-only), and `ledger cache prune DIR`."""
 
 from __future__ import annotations
 
@@ -7,8 +8,26 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from typer.core import TyperGroup
 
 from ledger.cli.options import DbOpt
+
+INVENTORY = "inventory"
+
+
+class CacheGroup(TyperGroup):
+    """`ledger cache DIR ...` is `ledger cache inventory DIR ...`: a first word that names no
+    subcommand (a dir, an option) goes to the inventory, as before there were subcommands.
+    A dir named like a subcommand is given as ./prune."""
+
+    def parse_args(self, ctx, args):
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = [INVENTORY, *args]
+        return super().parse_args(ctx, args)
+
+
+app = typer.Typer(cls=CacheGroup, no_args_is_help=True,
+                  help="A JAX cache dir: `ledger cache DIR` (inventory, read-only), `ledger cache prune DIR`.")
 
 COLUMNS = ("function", "key", "bytes", "jax s", "hits", "saved s", "last used", "dead weight")
 SHOWN = 20
@@ -18,6 +37,7 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:.2f} MB"
 
 
+@app.command(INVENTORY, short_help="What the dir holds and what each entry saved (read-only); the default.")
 def cache_cmd(
     cache_dir: Annotated[Path, typer.Argument(help="A JAX persistent-cache dir (jax_compilation_cache_dir).")],
     json: Annotated[bool, typer.Option("--json", help="One JSON object: entries and totals.")] = False,
@@ -27,7 +47,8 @@ def cache_cmd(
 ) -> None:
     """Inventory a JAX cache dir: each entry's function, size, the compile seconds JAX recorded
     in it, and from the ledger its warm hits, the seconds they saved, its last use; the dead
-    weight. Reads only: the dir and the ledger stay as they are."""
+    weight. Reads only: the dir and the ledger stay as they are. `ledger cache DIR` is short
+    for this."""
     from ledger import command
     from ledger.output import format_table, shown
 
@@ -54,3 +75,81 @@ def cache_cmd(
         typer.echo(format_table(COLUMNS, rows), nl=False)
     if len(inv.items) > SHOWN:
         typer.echo(f"({SHOWN} largest of {len(inv.items)} entries shown; --json lists every one)")
+
+
+def _days(value: str | None) -> int | None:
+    from ledger.cache.prune import parse_days
+
+    return None if value is None else parse_days(value)
+
+
+def _size(value: str | None) -> int | None:
+    from ledger.cache.prune import parse_size
+
+    return None if value is None else parse_size(value)
+
+
+@app.command("prune", short_help="Remove the entries that save least per byte, never one used within N days.")
+def prune_cmd(
+    cache_dir: Annotated[Path, typer.Argument(help="A JAX persistent-cache dir (jax_compilation_cache_dir).")],
+    unused_days: Annotated[str | None, typer.Option(
+        "--unused-days", callback=_days, metavar="N",
+        help="Never remove an entry used within N days; alone: remove every entry unused for N days."
+             " (Default with --max-size: 7.)")] = None,
+    max_size: Annotated[str | None, typer.Option(
+        "--max-size", callback=_size, metavar="SIZE",
+        help="Remove the entries that save least per byte until the dir's entries total at most SIZE"
+             " (500M, 2G, 1.5GB, 3GiB, 1000: bytes).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the plan; change nothing anywhere.")] = False,
+    json: Annotated[bool, typer.Option("--json", help="One JSON object: the plan and what was removed.")] = False,
+    db: DbOpt = None,
+) -> None:
+    """Remove the entries that save least per byte by the ledger's evidence, never one used
+    within N days; print each removal, the bytes freed and the compile seconds given up.
+    Safe beside running jobs (docs/cache.md); each removal is recorded in the ledger, so a
+    later cold compile of it is explained as pruned."""
+    from ledger import command
+
+    plan = command.cache_prune(cache_dir, db, unused_days=unused_days, max_size=max_size, dry_run=dry_run)
+    if json:
+        typer.echo(jsonlib.dumps(plan.as_json(), indent=1))
+        return
+    for line in prune_lines(plan):
+        typer.echo(line)
+
+
+def prune_lines(plan) -> list[str]:
+    from ledger.cache.prune import mb
+    from ledger.output import shown
+
+    verb = "would remove" if plan.dry_run else "removed"
+    out = [f"{verb} {shown(r.item.entry.function)} {r.item.entry.key.rsplit('-', 1)[-1][:12]}: {_mb(r.item.entry.bytes)},"
+           f" {_seconds(r.item.entry.jax_compile_s)} s of compile given up ({r.reason})"
+           + (f"; skipped: {r.skipped}" if r.skipped else "") for r in plan.removals]
+    inv, done = plan.inventory, plan.removed
+    if not plan.removals:
+        out.append(f"nothing to prune: {_why_nothing(plan)}")
+    else:
+        out.append(f"{verb} {len(done)} entries, {mb(sum(r.item.entry.bytes for r in done))} freed,"
+                   f" {sum(r.item.entry.jax_compile_s or 0 for r in done)} s of compiles given up (JAX's seconds)")
+    if plan.max_size is not None and plan.remaining_bytes() > plan.max_size:
+        out.append(f"the dir's entries stay at {mb(plan.remaining_bytes())}, above --max-size {mb(plan.max_size)}:"
+                   f" {plan.protected} entries used within {plan.unused_days} days are kept")
+    if inv.ledger is None:
+        out.append("no ledger (--db, LEDGER_DB or ./ledger.db): nothing recorded, every entry saved 0 s per byte")
+    elif not plan.dry_run and done:
+        out.append(f"recorded in {shown(inv.ledger)} (cache_prunes)")
+    return out
+
+
+def _seconds(value: int | None) -> str:
+    return "?" if value is None else str(value)
+
+
+def _why_nothing(plan) -> str:
+    from ledger.cache.prune import mb
+
+    n = len(plan.inventory.items)
+    if plan.max_size is not None and plan.remaining_bytes() <= plan.max_size:
+        return f"{n} entries, {mb(plan.remaining_bytes())}, within --max-size {mb(plan.max_size)}"
+    return f"{n} entries, none unused for {plan.unused_days} days"
