@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from ledger.record import CACHE_CELL, COLD, STATELESS_KEY, WARM
 from ledger.rows import newest_first, ok_sql
-from ledger.watch.causes import SAME_KEY, SHOWN_BY, diagnose
+from ledger.watch.causes import PRUNED, SAME_KEY, SHOWN_BY, diagnose_pruned
 from ledger.watch.keys import same_as_sql
 
 NO_WARM_ROW = "no entry, and no warm row for this cell"
@@ -70,7 +70,9 @@ def causes(conn, pred: dict) -> tuple[list[str], dict | None]:
     if warm is None:
         return found or [NO_WARM_ROW], None
     # cache_files_before is left out: the dir's state is said above, in this command's words
-    diffs = diagnose({k: v for k, v in pred.items() if k != "cache_files_before"}, warm)
+    diffs = diagnose_pruned(conn, {k: v for k, v in pred.items() if k != "cache_files_before"}, warm)
+    if diffs[0].startswith(f"{PRUNED}:"):
+        return diffs, warm  # it says why the dir lacks the entry, emptied or not
     if diffs == [SAME_KEY] and empty:
         diffs = []
     return found + diffs, warm

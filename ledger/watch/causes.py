@@ -7,6 +7,7 @@ all name causes from here.
 from __future__ import annotations
 
 import json
+import os
 
 import sqlalchemy as sa
 
@@ -19,6 +20,7 @@ UNKNOWN_CAUSE = "cause unknown"
 EMPTY_DIR = "cache dir was empty before the compile"
 PRECISION = "precision: jax_enable_x64 changed"
 SAME_KEY = "same cache key as the warm row (its entry was removed or never written)"
+PRUNED = "pruned"  # the entry was removed by `ledger cache prune` (its cache_prunes row)
 # The columns that show a component's actual values, where the probe recorded them.
 SHOWN_BY = {"XLA flags": "xla_flags", "jax_lib version": "jaxlib_version"}
 
@@ -66,6 +68,38 @@ def diagnose(cold: dict, warm: dict) -> list[str]:
         if a.get(name) != b.get(name):
             causes.append(_computation(cold, warm) if name == COMPUTATION else name)
     return causes or [SAME_KEY]
+
+
+def diagnose_pruned(conn, cold: dict, warm: dict) -> list[str]:
+    """diagnose(), and where the key did not change (same key, or only an emptied dir) and
+    `ledger cache prune` removed that key's entry from the dir after the warm row (and
+    before the cold row, where it has a time), that removal as the cause."""
+    causes = diagnose(cold, warm)
+    if not set(causes) <= {SAME_KEY, EMPTY_DIR}:
+        return causes
+    found = _pruned(conn, cold, warm)
+    return [found] if found else causes
+
+
+def _pruned(conn, cold: dict, warm: dict) -> str | None:
+    from ledger.cache.inventory import epoch
+
+    key = warm.get("cache_key")
+    if not key or cold.get("cache_key") not in (None, key) or not sa.inspect(conn).has_table("cache_prunes"):
+        return None  # the table is revision 0014's: an older ledger has no prunes to name
+    after, before = epoch(warm.get("timestamp")), epoch(cold.get("timestamp"))
+    dirs = {_dir(cold.get("cache_dir")), _dir(warm.get("cache_dir"))} - {None}
+    sql = "SELECT cache_dir, pruned_at, reason FROM cache_prunes WHERE cache_key = :key ORDER BY pruned_at DESC, id DESC"
+    for row in conn.execute(sa.text(sql), {"key": key}).mappings():
+        when = epoch(row["pruned_at"])
+        if (_dir(row["cache_dir"]) in dirs and when is not None and (after is None or when >= after)
+                and (before is None or when <= before)):
+            return f"{PRUNED}: entry removed by ledger cache prune at {row['pruned_at']} ({row['reason']})"
+    return None
+
+
+def _dir(path: str | None) -> str | None:
+    return os.path.normpath(os.path.abspath(os.path.expanduser(path))) if path else None
 
 
 def cause_text(causes: list[str]) -> str:

@@ -15,7 +15,7 @@ from ledger.errors import LedgerError
 from ledger.record import COLD, NONE
 from ledger.rows import describe_key
 from ledger.watch import findings
-from ledger.watch.causes import SHOWN_BY, cause_text, diagnose, fetch_rows, last_warm_before
+from ledger.watch.causes import SHOWN_BY, cause_text, diagnose_pruned, fetch_rows, last_warm_before
 
 # The largest id either backend stores (SQLite's INTEGER, a 64-bit signed integer).
 MAX_ID = 2**63 - 1
@@ -74,4 +74,4 @@ def explain_row(engine, row_id: int) -> Diagnosis:
                               "explain diagnoses cold rows and rows without a cache dir")
         warm = last_warm_before(conn, row)
         told = None if warm else findings.explain_first_cold(conn, row)  # jax-changed, cache-not-reused
-    return told or Diagnosis(row, warm, diagnose(row, warm) if warm else [])
+        return told or Diagnosis(row, warm, diagnose_pruned(conn, row, warm) if warm else [])

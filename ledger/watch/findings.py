@@ -41,6 +41,7 @@ from ledger.watch.causes import (
     UNKNOWN_CAUSE,
     cause_text,
     diagnose,
+    diagnose_pruned,
     fetch_rows,
 )
 from ledger.watch.cells import Group
@@ -99,7 +100,7 @@ def _went_cold(conn, groups: list[Group]) -> list[Finding]:
         if g.has_dir and g.newest_state == COLD and g.last_warm is not None:
             cold_id, warm_id = _id(g.newest), _id(g.last_warm)
             rows = fetch_rows(conn, [cold_id, warm_id])
-            cause = f"{cause_text(diagnose(rows[cold_id], rows[warm_id]))} (last warm row {warm_id})"
+            cause = f"{cause_text(diagnose_pruned(conn, rows[cold_id], rows[warm_id]))} (last warm row {warm_id})"
             out.append(Finding(WENT_COLD, cold_id, cause, True, warm_id))
     return out
 
