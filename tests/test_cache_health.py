@@ -13,6 +13,8 @@ import sys
 
 import pytest
 
+from ledger.watch.health import HEALTH_KINDS
+
 from .case_kinds import mount_namespace
 from .conftest import query, run_cli
 from .helpers import program, recorded
@@ -161,8 +163,8 @@ def test_an_entry_evicted_twice_under_a_size_limit_is_churn(tmp_path):
     report = run_cli("report", "--db", db).output
     assert report.split("### cache health\n\n")[1].split("\n\n")[:2] == [
         "From check run 1 (" + query(db, "SELECT checked_at FROM check_runs")[0][0] + "): what the cache fails to keep.",
-        f"- evicted       local_cpu/node1 jax 0.10.2 imaging/mge/hst recorded jit_f(None) (n_batch 1, batch_size 1):"
-        f" row {ids[-1]}: {f['cause']}"]
+        (f"- evicted       local_cpu/node1 jax 0.10.2 imaging/mge/hst recorded jit_f(None) (n_batch 1, batch_size 1):"
+         f" row {ids[-1]}: {f['cause']}")]
     html = tmp_path / "r.html"
     assert run_cli("report", "--db", db, "--html", html).exit_code == 0
     assert "<h2>cache health</h2>" in html.read_text()
@@ -228,27 +230,32 @@ def test_cache_not_written_from_rows(tmp_path):
     assert _findings(db) == []
 
 
-def test_a_daily_check_keeps_and_renews_health_findings_as_a_full_one_does(tmp_path):
-    """Rows arrive between checks: each check's health findings equal a check of every row."""
+def test_a_daily_check_keeps_and_renews_health_findings_as_a_full_one_does(any_db, tmp_path):
+    """Rows arrive between checks: each check's health findings equal a check of every row,
+    on both backends."""
     from sqlalchemy import create_engine
 
     from ledger import command
     from ledger.storage.url import resolve_db_url
     from ledger.watch.check import run_check
 
-    db = tmp_path / "ledger.db"
+    db = any_db
     steps = [_entry_rows("cwc"), _entry_rows("wc", key="jit_g-k2"),
              [r | {"timestamp": f"2026-07-02T0{i}:00:00+00:00", "tag": f"u{i}"} for i, r in enumerate(_entry_rows("wc"))],
              _entry_rows("cwcwc", key="jit_g-k2", hostname="node3")]
     for i, rows in enumerate(steps):
-        add(db, tmp_path, *[r | {"tag": f"s{i}{r['tag']}"} for r in rows])
-        daily = command.check(db)
+        add(db, tmp_path, *[r | {"tag": f"s{i}{r['tag']}"} for r in rows]
+            + [r | {"tag": f"s{i}{r['tag']}", "cache_key": f"jit_h-{i}", "command": "python job.py"}
+               for r in _job_rows("node2")])
+        daily = command.check(str(db))
         engine = create_engine(resolve_db_url(str(db)))
         try:
             full = run_check(engine, rejudge=True)
         finally:
             engine.dispose()
-        said = sorted((f["verdict"], f["row_id"], f["cause"]) for f in daily.findings if f["verdict"] == "evicted")
+        said = sorted((f["verdict"], f["row_id"], f["cause"]) for f in daily.findings if f["verdict"] in HEALTH_KINDS)
         assert said == sorted((f["verdict"], f["row_id"], f["cause"]) for f in full.findings
-                              if f["verdict"] == "evicted"), i
-    assert len(said) == 2  # k1 on node1 (after step 3) and k2 on node3; k2 on node1 was evicted once
+                              if f["verdict"] in HEALTH_KINDS), i
+    # k1 on node1 (after step 3) and k2 on node3 (k2 on node1 was evicted once); the job's
+    # newest run, with a new key each step
+    assert [v for v, _, _ in said] == ["cache-not-written", "evicted", "evicted"]
