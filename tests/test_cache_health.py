@@ -259,3 +259,13 @@ def test_a_daily_check_keeps_and_renews_health_findings_as_a_full_one_does(any_d
     # k1 on node1 (after step 3) and k2 on node3 (k2 on node1 was evicted once); the job's
     # newest run, with a new key each step
     assert [v for v, _, _ in said] == ["cache-not-written", "evicted", "evicted"]
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf", "abc", "", "1e999", "5\n6", "'"])
+def test_a_bad_below_threshold_is_one_line_and_exit_2(tmp_path, value):
+    db = tmp_path / "ledger.db"
+    add(db, tmp_path, *_entry_rows("cw"))
+    result = run_cli("check", "--db", db, "--below-threshold-s", value)
+    assert result.exit_code == 2, result.output
+    assert "--below-threshold-s" in result.output
+    assert query(db, "SELECT count(*) FROM check_runs") == [(0,)]

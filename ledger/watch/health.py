@@ -30,7 +30,7 @@ import sqlalchemy as sa
 
 from ledger.filters import filter_sql
 from ledger.record import COLD, NOT_PERSISTED_COMPILE_TIME, NOT_PERSISTED_PROCESS_INDEX, WARM
-from ledger.rows import ok_sql, oldest_first
+from ledger.rows import ok_sql, oldest_first, time_sql
 from ledger.watch.causes import EMPTY_DIR, SAME_KEY, UNKNOWN_CAUSE, diagnose, fetch_rows
 from ledger.watch.findings import Finding
 from ledger.watch.kinds import BELOW_THRESHOLD, CACHE_NOT_WRITTEN, EVICTED, KINDS
@@ -74,7 +74,7 @@ def health_findings(conn, filters: dict | None, below_s: float, kept: Kept | Non
 
 def _every_run(conn, where: str, params: dict) -> set[str]:
     """The newest run of every program."""
-    sql = (f"SELECT {PROGRAM_SQL} AS program, r.run_id, MAX(COALESCE(r.timestamp, '')) AS t FROM compile_records r"
+    sql = (f"SELECT {PROGRAM_SQL} AS program, r.run_id, MAX({time_sql('r')}) AS t FROM compile_records r"
            f" WHERE r.run_id IS NOT NULL AND {ok_sql('r')}{where} GROUP BY {PROGRAM_SQL}, r.run_id")
     newest: dict[str, tuple[str, str]] = {}
     for r in conn.execute(sa.text(sql), params).mappings():
