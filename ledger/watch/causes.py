@@ -82,19 +82,29 @@ def diagnose_pruned(conn, cold: dict, warm: dict) -> list[str]:
 
 
 def _pruned(conn, cold: dict, warm: dict) -> str | None:
-    from ledger.cache.inventory import epoch
-
     key = warm.get("cache_key")
     if not key or cold.get("cache_key") not in (None, key) or not sa.inspect(conn).has_table("cache_prunes"):
         return None  # the table is revision 0014's: an older ledger has no prunes to name
-    after, before = epoch(warm.get("timestamp")), epoch(cold.get("timestamp"))
-    dirs = {_dir(cold.get("cache_dir")), _dir(warm.get("cache_dir"))} - {None}
     sql = "SELECT cache_dir, pruned_at, reason FROM cache_prunes WHERE cache_key = :key ORDER BY pruned_at DESC, id DESC"
-    for row in conn.execute(sa.text(sql), {"key": key}).mappings():
+    prunes = [dict(r) for r in conn.execute(sa.text(sql), {"key": key}).mappings()]
+    dirs = {cold.get("cache_dir"), warm.get("cache_dir")}
+    row = next((p for d in dirs if (p := pruned_between(prunes, d, warm.get("timestamp"), cold.get("timestamp")))),
+               None)
+    return f"{PRUNED}: entry removed by ledger cache prune at {row['pruned_at']} ({row['reason']})" if row else None
+
+
+def pruned_between(prunes: list[dict], cache_dir: str | None, after: str | None, before: str | None) -> dict | None:
+    """The first of `prunes` (cache_prunes rows of one key) that removed it from `cache_dir`
+    at or after the time `after` and at or before `before` (either None: unbounded), in
+    real time (naive legacy times and aware ones alike), the dir's path normalized."""
+    from ledger.cache.inventory import epoch
+
+    start, end, where = epoch(after), epoch(before), _dir(cache_dir)
+    for row in prunes:
         when = epoch(row["pruned_at"])
-        if (_dir(row["cache_dir"]) in dirs and when is not None and (after is None or when >= after)
-                and (before is None or when <= before)):
-            return f"{PRUNED}: entry removed by ledger cache prune at {row['pruned_at']} ({row['reason']})"
+        if (where is not None and _dir(row["cache_dir"]) == where and when is not None
+                and (start is None or when >= start) and (end is None or when <= end)):
+            return row
     return None
 
 

@@ -31,7 +31,7 @@ import sqlalchemy as sa
 from ledger.filters import filter_sql
 from ledger.record import COLD, NOT_PERSISTED_COMPILE_TIME, NOT_PERSISTED_PROCESS_INDEX, WARM
 from ledger.rows import ok_sql, oldest_first, time_sql
-from ledger.watch.causes import EMPTY_DIR, SAME_KEY, UNKNOWN_CAUSE, diagnose, fetch_rows
+from ledger.watch.causes import EMPTY_DIR, SAME_KEY, UNKNOWN_CAUSE, diagnose, fetch_rows, pruned_between
 from ledger.watch.findings import Finding
 from ledger.watch.kinds import BELOW_THRESHOLD, CACHE_NOT_WRITTEN, EVICTED, KINDS
 
@@ -219,15 +219,15 @@ def _below_threshold(rows: list[dict], below_s: float) -> list[Finding]:
     return [Finding(BELOW_THRESHOLD, under[-1]["id"], cause, False)]
 
 
-def _prunes(conn, keys: set[str]) -> dict[tuple[str, str], list[str]]:
-    """(cache dir, key) -> when `ledger cache prune` removed it."""
-    out: dict[tuple[str, str], list[str]] = {}
+def _prunes(conn, keys: set[str]) -> dict[str, list[dict]]:
+    """key -> the cache_prunes rows of `ledger cache prune` removing it."""
+    out: dict[str, list[dict]] = {}
     chosen = sorted(keys)
     for start in range(0, len(chosen), 500):
         stmt = sa.text("SELECT cache_dir, cache_key, pruned_at FROM cache_prunes WHERE cache_key IN :keys").bindparams(
             sa.bindparam("keys", expanding=True))
-        for d, k, at in conn.execute(stmt, {"keys": chosen[start:start + 500]}):
-            out.setdefault((d, k), []).append(at)
+        for r in conn.execute(stmt, {"keys": chosen[start:start + 500]}).mappings():
+            out.setdefault(r["cache_key"], []).append(dict(r))
     return out
 
 
@@ -240,11 +240,11 @@ def _evicted(rows: list[dict], pruned: dict) -> list[Finding]:
         if r["cache_dir"] and r["cache_state"] in (WARM, COLD):
             by_entry.setdefault((r["hostname"], r["cache_dir"]), []).append(r)
     for (host, cache_dir), entry_rows in by_entry.items():
-        times, last_warm, evictions = pruned.get((cache_dir, entry_rows[0]["cache_key"]), []), None, []
+        prunes, last_warm, evictions = pruned.get(entry_rows[0]["cache_key"], []), None, []
         for r in entry_rows:
             limit = max_size(r["jax_cache_settings"])
-            if r["cache_state"] == COLD and last_warm is not None and limit is not None and not any(
-                    (last_warm["timestamp"] or "") <= t <= (r["timestamp"] or "~") for t in times):
+            if r["cache_state"] == COLD and last_warm is not None and limit is not None and pruned_between(
+                    prunes, cache_dir, last_warm["timestamp"], r["timestamp"]) is None:
                 evictions.append((r, last_warm, limit))
             last_warm = r if r["cache_state"] == WARM else None
         if len(evictions) >= 2:
