@@ -159,10 +159,15 @@ def test_an_entry_evicted_twice_under_a_size_limit_is_churn(tmp_path):
     assert f["cause"] == ("entry jit_f-k1 in /c on node1 was evicted and compiled cold again 2 times (warm, then cold"
                           f" with the same key; last warm row {ids[-2]}) under jax_compilation_cache_max_size=65536"
                           " bytes: raise the limit, or remove dead weight (`ledger cache prune`)")
+    # explain and check's went-cold name the limit for the cold row of the same key
+    said = ("same cache key as the warm row, under jax_compilation_cache_max_size=65536 bytes: likely evicted"
+            " (JAX removes the least recently used entries when the dir is full)")
+    assert f"cause: {said}" in run_cli("explain", str(ids[-1]), "--db", db).output
+    assert f"row {ids[-1]} is cold: {said} (last warm row {ids[-2]})" in run_cli("check", "--db", db).output
     # the report says what the newest check found, as check said it
     report = run_cli("report", "--db", db).output
     assert report.split("### cache health\n\n")[1].split("\n\n")[:2] == [
-        "From check run 1 (" + query(db, "SELECT checked_at FROM check_runs")[0][0] + "): what the cache fails to keep.",
+        "From check run 2 (" + query(db, "SELECT checked_at FROM check_runs WHERE id = 2")[0][0] + "): what the cache fails to keep.",
         (f"- evicted       local_cpu/node1 jax 0.10.2 imaging/mge/hst recorded jit_f(None) (n_batch 1, batch_size 1):"
          f" row {ids[-1]}: {f['cause']}")]
     html = tmp_path / "r.html"

@@ -20,6 +20,7 @@ UNKNOWN_CAUSE = "cause unknown"
 EMPTY_DIR = "cache dir was empty before the compile"
 PRECISION = "precision: jax_enable_x64 changed"
 SAME_KEY = "same cache key as the warm row (its entry was removed or never written)"
+MAX_SIZE = "jax_compilation_cache_max_size"
 PRUNED = "pruned"  # the entry was removed by `ledger cache prune` (its cache_prunes row)
 # The columns that show a component's actual values, where the probe recorded them.
 SHOWN_BY = {"XLA flags": "xla_flags", "jax_lib version": "jaxlib_version"}
@@ -62,8 +63,9 @@ def diagnose(cold: dict, warm: dict) -> list[str]:
     if cold.get("cache_files_before") == 0:
         causes.append(EMPTY_DIR)
     a, b = _components(warm), _components(cold)
-    if a is None or b is None:
-        return causes or [UNKNOWN_CAUSE]
+    if a is None or b is None:  # no components to compare; the keys themselves may still be
+        same = cold.get("cache_key") is not None and cold.get("cache_key") == warm.get("cache_key")
+        return causes or [SAME_KEY if same else UNKNOWN_CAUSE]
     for name in sorted(a.keys() | b.keys()):
         if a.get(name) != b.get(name):
             causes.append(_computation(cold, warm) if name == COMPUTATION else name)
@@ -78,7 +80,23 @@ def diagnose_pruned(conn, cold: dict, warm: dict) -> list[str]:
     if not set(causes) <= {SAME_KEY, EMPTY_DIR}:
         return causes
     found = _pruned(conn, cold, warm)
-    return [found] if found else causes
+    if found:
+        return [found]
+    limit = max_size(cold.get("jax_cache_settings"))
+    if causes == [SAME_KEY] and limit is not None:
+        return [(f"same cache key as the warm row, under {MAX_SIZE}={limit} bytes: likely evicted (JAX removes the"
+                " least recently used entries when the dir is full)")]
+    return causes
+
+
+def max_size(settings: str | None) -> int | None:
+    """jax_compilation_cache_max_size from a row's recorded cache settings, where a limit
+    was in force (JAX's default -1 is none)."""
+    try:
+        value = json.loads(settings or "{}").get(MAX_SIZE)
+    except (ValueError, AttributeError):
+        return None
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _pruned(conn, cold: dict, warm: dict) -> str | None:

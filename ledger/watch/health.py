@@ -23,7 +23,6 @@ for the programs and entries with nothing new.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -31,13 +30,21 @@ import sqlalchemy as sa
 from ledger.filters import filter_sql
 from ledger.record import COLD, NOT_PERSISTED_COMPILE_TIME, NOT_PERSISTED_PROCESS_INDEX, WARM
 from ledger.rows import ok_sql, oldest_first, time_sql
-from ledger.watch.causes import EMPTY_DIR, SAME_KEY, UNKNOWN_CAUSE, diagnose, fetch_rows, pruned_between
+from ledger.watch.causes import (
+    EMPTY_DIR,
+    MAX_SIZE,
+    SAME_KEY,
+    UNKNOWN_CAUSE,
+    diagnose,
+    fetch_rows,
+    max_size,
+    pruned_between,
+)
 from ledger.watch.findings import Finding
 from ledger.watch.kinds import BELOW_THRESHOLD, CACHE_NOT_WRITTEN, EVICTED, KINDS
 
 HEALTH_KINDS = (CACHE_NOT_WRITTEN, BELOW_THRESHOLD, EVICTED)
 BELOW_THRESHOLD_S = 5.0  # seconds a run: what check --below-threshold-s defaults to
-MAX_SIZE = "jax_compilation_cache_max_size"
 PROGRAM_SQL = "COALESCE(r.command, r.objective)"  # what ran: the recorded command, or the probe's objective
 _COLUMNS = ("id", "run_id", "function", "input_signature", "transform", "cache_key_components", "x64",
             "cache_files_before", "program_fingerprint", "command", "objective", "hostname", "process_index", "cache_state", "cache_dir",
@@ -142,16 +149,6 @@ def _rows_by(conn, column: str, values: set[str], where: str, params: dict) -> d
         for r in conn.execute(stmt, params | {"values": chosen[start:start + 500]}).mappings():
             out.setdefault(r[column], []).append(dict(r))
     return out
-
-
-def max_size(settings: str | None) -> int | None:
-    """jax_compilation_cache_max_size from a row's recorded cache settings, where a limit
-    was in force (JAX's default -1 is none)."""
-    try:
-        value = json.loads(settings or "{}").get(MAX_SIZE)
-    except (ValueError, AttributeError):
-        return None
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _s(x: float) -> str:
