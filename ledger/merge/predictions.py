@@ -23,7 +23,6 @@ time; a refused one stops the merge with one line naming the source and its id.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -31,10 +30,11 @@ import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 
 from ledger.errors import LedgerError, first_line
+from ledger.merge import values as value
 from ledger.merge.rows import checked, chunks, shown, sqlite_bools
 from ledger.predict.store import SCORED_SQL
 from ledger.record import CACHE_STATES, COMPILE_FIELDS
-from ledger.record_validation import INT64, TIMESTAMP_FORM, RecordError, compile_row, text_ok, timestamp_ok
+from ledger.record_validation import RecordError, compile_row
 from ledger.storage.bulk import lookup
 from ledger.storage.models import compile_records, predictions
 
@@ -68,51 +68,12 @@ def checked_prediction(raw: dict) -> dict:
             raise RecordError(f"{name} is missing")
     if raw["predicted"] not in CACHE_STATES:
         raise RecordError(f"predicted {shown(repr(raw['predicted']), 60)} is not one of {', '.join(CACHE_STATES)}")
-    _count("after_row_id", raw["after_row_id"])  # placed anew, but the source's scoring read it
+    value.count("after_row_id", raw["after_row_id"])  # placed anew, but the source's scoring read it
     return {name: row[name] for name in _CELL} | {
-        "predicted": raw["predicted"], "cause": _text("cause", raw["cause"]),
-        "expected_compile_s": _seconds("expected_compile_s", raw["expected_compile_s"]),
-        "expected_n": _count("expected_n", raw["expected_n"]), "created_at": _time("created_at", raw["created_at"])}
-
-
-def _text(name: str, value):
-    if value is not None and not isinstance(value, str):
-        raise RecordError(f"{name} is not a string ({shown(repr(value), 60)})")
-    if value is not None and not text_ok(value):
-        raise RecordError(f"{name} is not storable text (a NUL character or invalid UTF-8)")
-    return value
-
-
-def _seconds(name: str, value):
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise RecordError(f"{name} is not a number ({shown(repr(value), 60)})")
-    try:
-        seconds = float(value)
-    except OverflowError:  # an int too large for a float
-        seconds = math.inf
-    if not math.isfinite(seconds):
-        raise RecordError(f"{name} is not a finite number ({shown(repr(value), 60)})")
-    if seconds < 0:
-        raise RecordError(f"{name} is negative ({value!r})")
-    return seconds
-
-
-def _count(name: str, value):
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-        raise RecordError(f"{name} is not an integer ({shown(repr(value), 60)})")
-    if value is not None and not 0 <= value <= INT64[1]:
-        raise RecordError(f"{name} is not a count from 0 to 2**63-1 ({value})")
-    return value
-
-
-def _time(name: str, value):
-    if not isinstance(value, str) or not timestamp_ok(value):
-        raise RecordError(f"{name} is not an ISO 8601 time {TIMESTAMP_FORM} ({shown(repr(value), 60)})")
-    return value
+        "predicted": raw["predicted"], "cause": value.text("cause", raw["cause"]),
+        "expected_compile_s": value.seconds("expected_compile_s", raw["expected_compile_s"]),
+        "expected_n": value.count("expected_n", raw["expected_n"]),
+        "created_at": value.time("created_at", raw["created_at"])}
 
 
 def _placement(dest, scored_by: dict[int, int], keys: dict) -> Callable[[int], int]:
