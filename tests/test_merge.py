@@ -11,16 +11,19 @@ import sqlite3
 import subprocess
 import sys
 import time
+import zlib
 from contextlib import contextmanager
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from ledger.merge.predictions import COLUMNS
+from ledger.merge.prunes import COLUMNS as PRUNE_COLUMNS
 from ledger.predict.store import SCORED_SQL, save
 from ledger.record import COMPARABILITY_KEY
 from ledger.record_validation import TIMESTAMP_FORM
-from ledger.storage.models import predictions
+from ledger.storage.models import cache_prunes, predictions
 from ledger.storage.open import open_ledger
 from ledger.storage.revisions import HEAD
 
@@ -38,6 +41,7 @@ from .conftest import (
     run_cli,
     write_json,
 )
+from .ledgers import add, rec
 
 CPU, GPU = CORPUS / "local_cpu", CORPUS / "local_gpu_NVIDIA_A100_80GB_PCIe"
 LEDGER = Path(sys.executable).with_name("ledger")
@@ -127,7 +131,7 @@ def test_an_older_source_is_upgraded_in_a_copy_and_left_byte_identical(tmp_path,
     assert result.output.splitlines()[0] == (  # no predictions table before 0010: none to carry
         f"merged {old} (at 0001: merged from a copy brought to {HEAD}): {CORPUS_COMPILE} compile rows added,"
         " 0 already here; 0 instrument records added, 0 already here; 0 predictions added, 0 already here;"
-        " pins: 0 taken, 0 the same, 0 differ")
+        " 0 cache prunes added, 0 already here; pins: 0 taken, 0 the same, 0 differ")
     assert _sha(old) == before and query(old, "SELECT version_num FROM alembic_version") == [("0001",)]
     assert dict(query(db, STATES_SQL)) == CORPUS_STATES  # backfilled in the copy
     # the same rows imported from their files are the same identities: nothing more
@@ -254,7 +258,7 @@ def _wait_for(predicate, proc, what, limit=60.0):
 
 def _fingerprint(db) -> list:
     return [query(db, f"SELECT * FROM {t} ORDER BY id") for t in ("compile_records", "instrument_records", "pins",
-                                                                  "pin_history")]
+                                                                  "pin_history", "cache_prunes")]
 
 
 @pytest.mark.slow
@@ -475,7 +479,8 @@ def test_predictions_arrive_once_and_stay_scored_by_their_row(any_db, tmp_path):
     assert again.exit_code == 0, again.output
     assert again.output.splitlines()[0] == (f"merged {a}: 0 compile rows added, 2 already here;"
                                             " 0 instrument records added, 0 already here;"
-                                            " 0 predictions added, 2 already here; pins: 0 taken, 0 the same, 0 differ")
+                                            " 0 predictions added, 2 already here; 0 cache prunes added, 0 already here;"
+                                            " pins: 0 taken, 0 the same, 0 differ")
     assert len(query(any_db, PREDICTIONS_SQL)) == 4
     # k2's prediction is scored by a row merged later, as the node's own next row would
     _row(a, "node-a", "k2", "node-a-third", "cold", 3)
@@ -528,3 +533,77 @@ def test_the_same_prediction_saying_otherwise_is_a_conflict(tmp_path, db):
     assert f"  conflict: prediction vag on node-a {created_at}: predicted cold in the source, warm here (kept)" \
         in result.output.splitlines()
     assert query(db, "SELECT predicted FROM predictions") == [("warm",)]
+
+
+# -- cache prunes: carried, once, and read by explain here --------------------------------
+
+KEY_F, KEY_G = f"jit_f-{'a' * 64}", f"jit_g-{'b' * 64}"
+# every column but the id, which the destination gives
+PRUNES_SQL = (f"SELECT {', '.join(c.name for c in cache_prunes.c if c.name != 'id')}"
+              " FROM cache_prunes ORDER BY entry")
+
+
+def _pruned_node(path, tmp_path):
+    """A node whose `ledger cache prune` removed three entries of a synthetic dir (KEY_F
+    as jax 0.4.30 and as later JAX name it, KEY_G), between a warm row of KEY_F and the
+    cold one that followed; (the node, the cause explain gives the cold row)."""
+    cache = tmp_path / "jax-cache"
+    cache.mkdir()
+    for name, seconds in ((KEY_F, 3), (f"{KEY_F}-cache", 3), (f"{KEY_G}-cache", 7)):
+        # as JAX writes an entry without zstandard: zlib of its compile seconds, then the executable
+        (cache / name).write_bytes(zlib.compress(seconds.to_bytes(4, "big") + b"executable"))
+    add(path, tmp_path, rec(cache_key=KEY_F, cache_dir=str(cache)))
+    pruned = run_cli("cache", "prune", cache, "--unused-days", "0", "--db", path)
+    assert pruned.exit_code == 0, pruned.output
+    (when, reason), = set(query(path, "SELECT pruned_at, reason FROM cache_prunes"))
+    after = (datetime.fromisoformat(when) + timedelta(minutes=1)).isoformat(timespec="seconds")
+    add(path, tmp_path, rec(cache_key=KEY_F, cache_dir=str(cache), cache_state="cold", compile_s=9.0, timestamp=after))
+    return path, f"pruned: entry removed by ledger cache prune at {when} ({reason})"
+
+
+def test_cache_prunes_arrive_once_with_every_column_and_explain_names_them_here(any_db, tmp_path):
+    node, cause = _pruned_node(tmp_path / "node.db", tmp_path)
+    assert len(query(node, PRUNES_SQL)) == 3
+    merged = run_cli("merge", node, "--db", any_db)
+    assert merged.exit_code == 0, merged.output
+    assert merged.output.splitlines()[0] == (
+        f"merged {node}: 2 compile rows added, 0 already here; 0 instrument records added, 0 already here;"
+        " 0 predictions added, 0 already here; 3 cache prunes added, 0 already here; pins: 0 taken, 0 the same, 0 differ")
+    again = run_cli("merge", node, "--db", any_db)
+    assert again.exit_code == 0, again.output
+    assert again.output.splitlines()[0] == (
+        f"merged {node}: 0 compile rows added, 2 already here; 0 instrument records added, 0 already here;"
+        " 0 predictions added, 0 already here; 0 cache prunes added, 3 already here; pins: 0 taken, 0 the same, 0 differ")
+    assert query(any_db, PRUNES_SQL) == query(node, PRUNES_SQL)
+    (cold,), = query(any_db, "SELECT id FROM compile_records WHERE cache_state = 'cold'")
+    explained = run_cli("explain", cold, "--db", any_db)
+    assert explained.exit_code == 0, explained.output
+    assert explained.output.splitlines()[3] == f"cause: {cause}"
+
+
+def test_every_column_of_a_cache_prune_is_read_and_checked():
+    assert sorted(PRUNE_COLUMNS) == sorted(c.name for c in cache_prunes.c)
+
+
+@pytest.mark.parametrize(("column", "value", "message"), [
+    ("pruned_at", "not a time", f"pruned_at is not an ISO 8601 time {TIMESTAMP_FORM} ('not a time')"),
+    ("last_used", "2026-12-03 19:00:00", f"last_used is not an ISO 8601 time {TIMESTAMP_FORM} ('2026-12-03 19:00:00')"),
+    ("bytes", -1, "bytes is not a count from 0 to 2**63-1 (-1)"),
+    ("bytes", 1e300, f"bytes is not a count from 0 to 2**63-1 ({str(int(1e300))[:57]}...)"),
+    ("hits", "many", "hits is not an integer ('many')"),
+    ("saved_s", 1e309, "saved_s is not a finite number (inf)"),
+    ("jax_compile_s", -2.5, "jax_compile_s is negative (-2.5)"),
+    ("cache_key", "k\x00", "cache_key is not storable text (a NUL character or invalid UTF-8)"),
+])
+def test_a_bad_cache_prune_is_refused_in_one_line_and_nothing_is_written(any_db, tmp_path, column, value, message):
+    add(any_db, tmp_path, rec(cache_key="kept"))  # the destination has rows of its own
+    bad, _ = _pruned_node(tmp_path / "bad.db", tmp_path)
+    con = sqlite3.connect(bad)
+    with con:
+        (bad_id,) = con.execute("SELECT max(id) FROM cache_prunes").fetchone()
+        con.execute(f"UPDATE cache_prunes SET {column} = ? WHERE id = ?", (value, bad_id))
+    con.close()
+    before = _fingerprint(any_db), None if isinstance(any_db, PgDb) else _sha(any_db)
+    result = run_cli("merge", bad, "--db", any_db)
+    assert (result.exit_code, result.output) == (1, f"error: {bad}: cache prune {bad_id}: {message}\n")
+    assert (_fingerprint(any_db), None if isinstance(any_db, PgDb) else _sha(any_db)) == before

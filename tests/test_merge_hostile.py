@@ -31,7 +31,8 @@ from .helpers import SETTINGS, STAMP
 from .helpers import no_exception as _no_exception
 
 CPU, GPU = CORPUS / "local_cpu", CORPUS / "local_gpu_NVIDIA_A100_80GB_PCIe"
-TABLES = ("compile_records", "instrument_records", "pins", "pin_history", "check_runs", "verdicts")
+TABLES = ("compile_records", "instrument_records", "pins", "pin_history", "check_runs", "verdicts",
+          "cache_prunes")
 
 
 def _fingerprint(db) -> list:

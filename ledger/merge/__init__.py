@@ -7,6 +7,7 @@ the destination's write lock is taken, so a source held locked by another proces
 Every row is checked by the record contract's validator, as `ledger import` checks
 it (rows.py); pins follow their sticky rule (pins.py); predictions keep their own
 identity and are scored here by the rows that scored them there (predictions.py);
+cache prunes keep theirs, so explain here names a prune done there (prunes.py);
 everything goes into the destination in one transaction, so a merge that fails
 half-way, or is stopped by a signal (scratch.py), leaves the destination as it was.
 """
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 
 from ledger.merge.pins import PinMerge, merge_pins, source_pins
 from ledger.merge.predictions import PredictionMerge, copy_predictions, scoring_rows
+from ledger.merge.prunes import PruneMerge, copy_prunes
 from ledger.merge.rows import copy_compile_rows, copy_instrument_rows
 from ledger.merge.scratch import scratch_dir
 from ledger.merge.sources import Source, open_source
@@ -34,6 +36,7 @@ class SourceSummary:
     added_instrument: int = 0
     present_instrument: int = 0
     predictions: PredictionMerge = field(default_factory=PredictionMerge)
+    prunes: PruneMerge = field(default_factory=PruneMerge)
     pins: PinMerge = field(default_factory=PinMerge)
     conflicts: list[str] = field(default_factory=list)
 
@@ -41,6 +44,7 @@ class SourceSummary:
         return (f"{self.display}{self.note}: {self.added} compile rows added, {self.present} already here;"
                 f" {self.added_instrument} instrument records added, {self.present_instrument} already here;"
                 f" {self.predictions.added} predictions added, {self.predictions.present} already here;"
+                f" {self.prunes.added} cache prunes added, {self.prunes.present} already here;"
                 f" pins: {self.pins.adopted} taken, {self.pins.same} the same, {len(self.pins.conflicts)} differ")
 
 
@@ -63,6 +67,7 @@ def _merge_one(source: Source, dest) -> SourceSummary:
         out.added_instrument, out.present_instrument = copy_instrument_rows(src, dest, source.display)
         out.predictions = copy_predictions(src, dest, source.display, scored_by, keys)
         out.conflicts += out.predictions.conflicts
+        out.prunes = copy_prunes(src, dest, source.display)
         out.pins = merge_pins(theirs, keys, dest)
     return out
 
