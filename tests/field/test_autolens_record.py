@@ -9,7 +9,10 @@ wrote a cache entry (the rows whose `cache_not_persisted` is NULL). The compile 
 matters is there: the likelihood autofit jits, `jit_call`, the most costly of run 1.
 Each row's input signature reads as types (the program convolves through FFTs:
 complex arrays), and the program's stdout is its own: autofit points the root logger
-at stdout, so anything the ledger logs would land there.
+at stdout, so anything the ledger logs would land there. Then the cache dir the fit
+filled: `ledger cache` finds one entry per write with JAX's seconds read from each and
+run 2's hits, a dry-run prune changes nothing, and `ledger check` finds the compiles
+under the 1 s threshold that every run pays again.
 
 Not part of the main suite (pyproject.toml ignores tests/field): the suite runs on a jax
 that autolens refuses. The leg runs this file from a copy outside the tree, so the
@@ -18,6 +21,7 @@ ledger under test is the installed wheel.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -68,7 +72,7 @@ def _record(tmp: Path, run: str, cache: Path) -> tuple[dict, list[dict]]:
         con = sqlite3.connect(db)
         con.row_factory = sqlite3.Row
         rows = [dict(r) for r in con.execute(
-            "SELECT function, input_signature, cache_state, cache_not_persisted, compile_s, backend_compile_s"
+            "SELECT function, input_signature, cache_state, cache_not_persisted, compile_s, backend_compile_s, run_id"
             " FROM compile_records WHERE tag = ? ORDER BY id", (f"field-{run}",))]
         con.close()
     return oracle, rows
@@ -157,3 +161,56 @@ def test_record_a_pyautolens_fit_cold_then_warm(tmp_path):
 
     # The program's stdout is its own, in both runs.
     assert cold["foreign_stdout"] == [] and warm["foreign_stdout"] == [], cold["foreign_stdout"][:5]
+
+    _cache_dir_read_pruned_dry_and_checked(tmp_path, cache, cold, warm, warm_rows)
+
+
+def _run_ledger(*args) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "LEDGER_DB"}
+    return subprocess.run([_ledger(), *map(str, args)], check=False, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def _hashes(root: Path) -> dict[str, str]:
+    return {str(f): hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(root.rglob("*")) if f.is_file()}
+
+
+def _cache_dir_read_pruned_dry_and_checked(tmp_path: Path, cache: Path, cold: dict, warm: dict,
+                                           warm_rows: list[dict]) -> None:
+    db = tmp_path / "ledger.db"
+    written = sum(c["written"] for c in cold["compiles"])
+
+    # the inventory: one entry per write, each one's JAX seconds read (a written compile took
+    # over the 1 s threshold: JAX keeps int(seconds) >= 1), run 2's hits on them
+    out = _run_ledger("cache", cache, "--json", "--db", db)
+    assert out.returncode == 0, out.stderr
+    inventory = json.loads(out.stdout)
+    entries = inventory["entries"]
+    assert len(entries) == written == len([f for f in cache.iterdir() if f.name.endswith("-cache")])
+    assert sum(e["bytes"] for e in entries) == sum(f.stat().st_size for f in cache.iterdir()
+                                                   if f.name.endswith("-cache"))
+    assert [e["unread"] for e in entries if e["unread"]] == []
+    assert all(isinstance(e["jax_compile_s"], int) and e["jax_compile_s"] >= 1 for e in entries), entries
+    hits = sum(c["hit"] for c in warm["compiles"])
+    assert sum(e["hits"] for e in entries) == hits == sum(r["cache_state"] == "warm" for r in warm_rows)
+    assert sum(e["saved_s"] for e in entries) > 0
+
+    # a dry-run prune of every entry: the plan, and nothing written, neither dir nor ledger
+    before = _hashes(tmp_path)
+    dry = _run_ledger("cache", "prune", cache, "--unused-days", "0", "--dry-run", "--db", db)
+    assert dry.returncode == 0, dry.stderr
+    lines = dry.stdout.splitlines()  # a line per entry, then the sum
+    assert [line.startswith("would remove ") for line in lines] == [True] * (written + 1), lines
+    assert lines[-1].startswith(f"would remove {written} entries, "), lines
+    assert _hashes(tmp_path) == before
+
+    # the compiles under the threshold, in run 2, every one paid again: below-threshold
+    # (each run is a program of its own: its command names its own oracle file; one line each)
+    quick = [r for r in warm_rows if r["cache_state"] == "cold" and r["cache_not_persisted"] == "min_compile_time"]
+    assert quick, "run 2 compiled nothing under autolens's 1 s threshold"
+    checked = _run_ledger("check", "--below-threshold-s", "0", "--db", db)
+    found = [line for line in checked.stdout.splitlines() if line.startswith("below-threshold ")]
+    assert found and all("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0" in line for line in found), checked.stdout
+    said = f": {len(quick)} compiles under jax_persistent_cache_min_compile_time_secs (1 s) took "
+    run = f" in run {warm_rows[0]['run_id'][:12]} "
+    assert any(said in line and run in line for line in found), (said, run, found)
