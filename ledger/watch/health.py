@@ -79,12 +79,20 @@ def health_findings(conn, filters: dict | None, below_s: float, kept: Kept | Non
     return sorted(found, key=lambda f: f.row_id)
 
 
-def _every_run(conn, where: str, params: dict) -> set[str]:
-    """The newest run of every program."""
+def _every_run(conn, where: str, params: dict, runs: set[str] | None = None) -> set[str]:
+    """The newest run of every program (of these runs, where given), in SQL: a run's rows
+    are never fetched to find it."""
     sql = (f"SELECT {PROGRAM_SQL} AS program, r.run_id, MAX({time_sql('r')}) AS t FROM compile_records r"
-           f" WHERE r.run_id IS NOT NULL AND {ok_sql('r')}{where} GROUP BY {PROGRAM_SQL}, r.run_id")
+           f" WHERE r.run_id IS NOT NULL{{among}} AND {ok_sql('r')}{where} GROUP BY {PROGRAM_SQL}, r.run_id")
+    if runs is None:
+        found = list(conn.execute(sa.text(sql.format(among="")), params).mappings())
+    else:
+        chosen, found = sorted(runs), []
+        stmt = sa.text(sql.format(among=" AND r.run_id IN :runs")).bindparams(sa.bindparam("runs", expanding=True))
+        for start in range(0, len(chosen), 500):
+            found += conn.execute(stmt, params | {"runs": chosen[start:start + 500]}).mappings().all()
     newest: dict[str, tuple[str, str]] = {}
-    for r in conn.execute(sa.text(sql), params).mappings():
+    for r in found:
         if r["program"] not in newest or (r["t"], r["run_id"]) > newest[r["program"]]:
             newest[r["program"]] = (r["t"], r["run_id"])
     return {run for _, run in newest.values()}
@@ -106,7 +114,7 @@ def _since(conn, where: str, params: dict, kept: Kept) -> tuple[set[str], set[st
     new = list(conn.execute(sa.text(sql), params | {"above": kept.upto}).mappings())
     programs = {r["program"] for r in new if r["run_id"] is not None}
     touched_keys = {r["cache_key"] for r in new if r["cache_key"] is not None}
-    runs = _newest_runs(conn, {r["run_id"] for r in new if r["run_id"] is not None}, where, params)
+    runs = _every_run(conn, where, params, {r["run_id"] for r in new if r["run_id"] is not None})
     keys = _churn_keys(conn, where, params, kept.upto)
     earlier = _earlier(conn, kept.run_id)
     carried = []
@@ -117,16 +125,6 @@ def _since(conn, where: str, params: dict, kept: Kept) -> tuple[set[str], set[st
         elif f.verdict == EVICTED:
             keys.add(row["cache_key"])  # an entry with new rows: its churn counted again
     return runs, keys, carried
-
-
-def _newest_runs(conn, runs: set[str], where: str, params: dict) -> set[str]:
-    """Of these runs, the newest of each program (the new rows' runs are the newest)."""
-    newest: dict[str, tuple[str, str]] = {}
-    for rows in _rows_by(conn, "run_id", runs, where, params).values():
-        program, t = rows[0]["command"] or rows[0]["objective"], rows[-1]["timestamp"] or ""
-        if program not in newest or (t, rows[0]["run_id"]) > newest[program]:
-            newest[program] = (t, rows[0]["run_id"])
-    return {run for _, run in newest.values()}
 
 
 def _earlier(conn, run_id: int) -> list[tuple[Finding, dict]]:
