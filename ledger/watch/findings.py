@@ -276,6 +276,12 @@ def not_reused_cause(colds: list[dict]) -> tuple[str, bool]:
     return f"{runs} cold runs in {dirs[0]}: the cache key changed between rows {a['id']} and {b['id']}: {cause_text(causes)}", True
 
 
+# What not_reused_cause (and runs_of, _never_written) reads of a cell's cold rows but its
+# last two, which it diagnoses whole: the one scan reads these, not every column of each.
+COLD_RUN_COLUMNS = ("id", "run_id", "phase", "cache_dir", "compile_s", "cache_files_before", "cache_files_after",
+                    "cache_requests", "cache_misses", "cache_min_compile_time_s", "cache_min_entry_size_bytes")
+
+
 def _never_written(colds: list[dict]) -> str | None:
     """What kept every run's entry out of the cache (the probe records the evidence:
     no entry added, JAX's own miss-written event silent, and the thresholds), or None."""
@@ -475,7 +481,8 @@ class Reads:
             [f"(cache_state = '{NONE}' AND {cells.stamp_sql(d)} > :after)"] if nones else [])
         if nones:
             params["after"] = min(stamp for _, stamp in nones)
-        sql = (f"SELECT id, cache_state, {cells.stamp_sql(d)} AS stamp, {', '.join(STATELESS_KEY)}"
+        sql = (f"SELECT id, cache_state, {cells.stamp_sql(d)} AS stamp, {', '.join(STATELESS_KEY)},"
+               f" {', '.join(c for c in COLD_RUN_COLUMNS if c not in STATELESS_KEY)}"
                f" FROM compile_records WHERE {ok_sql()} AND ({' OR '.join(states)}) AND {' AND '.join(where)}"
                f" ORDER BY {oldest_first()}")
         stmt = sa.text(sql).bindparams(*(sa.bindparam(k, expanding=True) for k in params if k.startswith("in_")))
@@ -483,20 +490,21 @@ class Reads:
         for cell, stamp in nones:
             after.setdefault(cell, []).append(stamp)
         first: dict[tuple[str, str], str] = {}
-        ids: dict[str, list[int]] = {cell: [] for cell in colds}
+        found: dict[str, list[dict]] = {cell: [] for cell in colds}
         for r in self.conn.execute(stmt, params).mappings():
             cell = _cell(r)
             if r["cache_state"] == COLD:
-                if cell in ids:
-                    ids[cell].append(r["id"])
+                if cell in found:
+                    found[cell].append({c: r[c] for c in COLD_RUN_COLUMNS})
                 continue
             for stamp in after.get(cell, ()):
                 if r["stamp"] > stamp and ((cell, stamp) not in first or r["stamp"] < first[cell, stamp]):
                     first[cell, stamp] = r["stamp"]
         for key in nones:
             self.first_none[key] = _id(first.get(key))
-        rows = fetch_rows(self.conn, [i for cell_ids in ids.values() for i in cell_ids])
-        self.colds.update((cell, [rows[i] for i in cell_ids]) for cell, cell_ids in ids.items())
+        # whole rows for the last two of each cell (diagnose's), what not_reused_cause reads of the rest
+        rows = fetch_rows(self.conn, [r["id"] for got in found.values() for r in got[-2:]])
+        self.colds.update((cell, [*got[:-2], *(rows[r["id"]] for r in got[-2:])]) for cell, got in found.items())
 
 
 _READS: ContextVar[Reads | None] = ContextVar("ledger_cache_reads", default=None)
