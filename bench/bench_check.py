@@ -5,7 +5,8 @@ The ledger: 1,050 comparability keys (50 hosts x 3 models x 7 transforms) over 1
 cache dirs; half the rows are pinned (`ledger pins update`), then the other half
 arrives, so the check judges ~425,000 warm rows against their pins, stores a verdict
 for each, and reads the cache cells for the cache findings. Its data gives every
-finding kind (rows(): regression, went-cold, cache-off, cache-not-reused, jax-changed),
+finding kind but cache-not-written (rows(): regression, went-cold, cache-off, cache-not-reused,
+jax-changed, below-threshold, evicted; each row in a run of a program, with its cache key),
 and the counts of each are printed for the first check and the daily one.
 
 The check a ledger runs every day: the ledger has been checked before (its cache
@@ -42,7 +43,8 @@ sys.path.insert(0, str(REPO))
 
 COLUMNS = ("transform", "compile_s", "dataset_class", "model_type", "instrument", "hardware", "jax_version",
            "cache_dir", "mixed_precision", "tag", "hostname", "timestamp", "cache_state", "cache_state_source",
-           "status", "host_cpu_count", "host_load_avg_1m")
+           "status", "host_cpu_count", "host_load_avg_1m", "run_id", "command", "cache_key", "cache_not_persisted",
+           "cache_min_compile_time_s", "jax_cache_settings")
 
 
 # Lineages (a cell across jax versions and cache dirs: ledger/watch/findings.py) are
@@ -51,6 +53,8 @@ COLUMNS = ("transform", "compile_s", "dataset_class", "model_type", "instrument"
 # row `first` at which the first check runs (the rest arrive a day at a time after it).
 LINEAGES = 1050
 OFF, BUMP_EARLY, BUMP_LATE = 1, 2, 3  # lineage % 25: lost its cache dir; jax bumped before the first check; after
+QUICK, LIMITED = 4, 5  # lineage % 25: compiles under JAX's 1 s threshold (below-threshold); a size limit (evicted)
+MODELS = ("mge", "pixelization", "knn")
 NEW_JAX = "0.10.3"
 
 
@@ -81,10 +85,19 @@ def rows(start: int, n: int, month: int, total: int, first: int):
             # cache-not-reused: scratch nodes where each job's cache dir is its own $TMPDIR
             host, cache_dir, state = f"scratch{i // 1000 % 4}", f"/tmp/job{i // 1000 % 10}", "cold"
         compile_s = (rnd.uniform(2, 2.6) * slow) if state == "warm" else rnd.uniform(50, 300)
-        yield (TRANSFORMS[i % 7], compile_s, "imaging", ("mge", "pixelization", "knn")[i % 3], "hst",
+        quick = event == QUICK and state != "none"
+        if quick:  # never written, so cold every run, and they add up (below-threshold)
+            state, compile_s = "cold", rnd.uniform(0.2, 0.9)
+        settings = '{"jax_compilation_cache_max_size": 1000000000}' if event == LIMITED else None
+        # each model's fit is a program; a run is one day of it on one host (the health findings' units)
+        model = MODELS[i % 3]
+        yield (TRANSFORMS[i % 7], compile_s, "imaging", model, "hst",
                "local_cpu", jax, cache_dir, False, f"t{i % 40}", host, _stamp(month, i),
                state, "measured_events", "failed" if i % 997 == 0 else "ok", 32,
-               rnd.uniform(0, 40) if i % 53 == 0 else rnd.uniform(0, 8))
+               rnd.uniform(0, 40) if i % 53 == 0 else rnd.uniform(0, 8),
+               f"{model}-{host}-{month}-{i // 86_400}", f"python {'quick' if event == QUICK else 'fit'}_{model}.py",
+               f"jit_{TRANSFORMS[i % 7]}-{i % LINEAGES:032x}{jax.replace('.', ''):0>32}",
+               "min_compile_time" if quick else None, 1.0 if quick else None, settings)
 
 
 def insert(path: Path, start: int, n: int, month: int, total: int, first: int) -> None:
