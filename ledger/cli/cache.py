@@ -123,9 +123,7 @@ def prune_lines(plan) -> list[str]:
     from ledger.output import shown
 
     verb = "would remove" if plan.dry_run else "removed"
-    out = [f"{verb} {shown(r.item.entry.function)} {r.item.entry.key.rsplit('-', 1)[-1][:12]}: {_mb(r.item.entry.bytes)},"
-           f" {_seconds(r.item.entry.jax_compile_s)} s of compile given up ({r.reason})"
-           + (f"; skipped: {r.skipped}" if r.skipped else "") for r in plan.removals]
+    out = [_removal_line(verb, r) for r in plan.removals]
     inv, done = plan.inventory, plan.removed
     if not plan.removals:
         out.append(f"nothing to prune: {_why_nothing(plan)}")
@@ -140,6 +138,17 @@ def prune_lines(plan) -> list[str]:
     elif not plan.dry_run and done:
         out.append(f"recorded in {shown(inv.ledger)} (cache_prunes)")
     return out
+
+
+def _removal_line(verb: str, r) -> str:
+    """One planned removal: done (or would be), or kept after all, and why."""
+    from ledger.output import shown
+
+    entry = f"{shown(r.item.entry.function)} {r.item.entry.key.rsplit('-', 1)[-1][:12]}"
+    if r.skipped:  # a writer rewrote it, JAX's lock was held, or it went meanwhile
+        return f"not removed {entry} ({_mb(r.item.entry.bytes)}): {r.skipped}"
+    return (f"{verb} {entry}: {_mb(r.item.entry.bytes)}, {_seconds(r.item.entry.jax_compile_s)} s of compile given up"
+            f" ({r.reason})")
 
 
 def _seconds(value: int | None) -> str:
