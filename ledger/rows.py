@@ -89,7 +89,10 @@ def describe_key(row) -> str:
     # the batch shape is part of the cell: two shapes are two keys, and must read so
     shape = [f"{f} {row.get(f)}" for f in SHAPE_FIELDS if row.get(f) is not None]
     # a recorded compile's cell is its function at an input signature
-    function = f" {row.get('function')}({row.get('input_signature')})" if row.get("function") is not None else ""
+    # (JAX did not say: "?", not Python's None)
+    signature = row.get("input_signature")
+    function = f" {row.get('function')}({'?' if signature is None else signature})" \
+        if row.get("function") is not None else ""
     return f"{host} {cell} {row['transform']}{function}" + (f" ({', '.join(shape)})" if shape else "")
 
 
