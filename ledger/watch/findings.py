@@ -482,7 +482,7 @@ class Reads:
         if nones:
             params["after"] = min(stamp for _, stamp in nones)
         sql = (f"SELECT id, cache_state, {cells.stamp_sql(d)} AS stamp, {', '.join(STATELESS_KEY)},"
-               f" {', '.join(c for c in COLD_RUN_COLUMNS if c not in STATELESS_KEY)}"
+               f" {', '.join(c for c in COLD_RUN_COLUMNS if c not in ('id', *STATELESS_KEY))}"
                f" FROM compile_records WHERE {ok_sql()} AND ({' OR '.join(states)}) AND {' AND '.join(where)}"
                f" ORDER BY {oldest_first()}")
         stmt = sa.text(sql).bindparams(*(sa.bindparam(k, expanding=True) for k in params if k.startswith("in_")))
