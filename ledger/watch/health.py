@@ -82,20 +82,26 @@ def health_findings(conn, filters: dict | None, below_s: float, kept: Kept | Non
 def _every_run(conn, where: str, params: dict, runs: set[str] | None = None) -> set[str]:
     """The newest run of every program (of these runs, where given), in SQL: a run's rows
     are never fetched to find it."""
-    sql = (f"SELECT {PROGRAM_SQL} AS program, r.run_id, MAX({time_sql('r')}) AS t FROM compile_records r"
-           f" WHERE r.run_id IS NOT NULL{{among}} AND {ok_sql('r')}{where} GROUP BY {PROGRAM_SQL}, r.run_id")
-    if runs is None:
-        found = list(conn.execute(sa.text(sql.format(among="")), params).mappings())
-    else:
-        chosen, found = sorted(runs), []
-        stmt = sa.text(sql.format(among=" AND r.run_id IN :runs")).bindparams(sa.bindparam("runs", expanding=True))
-        for start in range(0, len(chosen), 500):
-            found += conn.execute(stmt, params | {"runs": chosen[start:start + 500]}).mappings().all()
+    def sql(among: str) -> str:
+        return (f"SELECT {PROGRAM_SQL} AS program, r.run_id, MAX({time_sql('r')}) AS t FROM compile_records r"
+                f" WHERE r.run_id IS NOT NULL{among} AND {ok_sql('r')}{where} GROUP BY {PROGRAM_SQL}, r.run_id")
+
+    found = (conn.execute(sa.text(sql("")), params).mappings() if runs is None
+             else _among(conn, sql(" AND r.run_id IN :among"), runs, params))
     newest: dict[str, tuple[str, str]] = {}
     for r in found:
         if r["program"] not in newest or (r["t"], r["run_id"]) > newest[r["program"]]:
             newest[r["program"]] = (r["t"], r["run_id"])
     return {run for _, run in newest.values()}
+
+
+def _among(conn, sql: str, values: set[str], params: dict | None = None):
+    """The rows of `sql`, whose `:among` is each chunk of `values` in turn (500 a query:
+    a bound list stays under every backend's parameter limit)."""
+    chosen = sorted(values)
+    stmt = sa.text(sql).bindparams(sa.bindparam("among", expanding=True))
+    for start in range(0, len(chosen), 500):
+        yield from conn.execute(stmt, (params or {}) | {"among": chosen[start:start + 500]}).mappings()
 
 
 def _churn_keys(conn, where: str, params: dict, above: int) -> set[str]:
@@ -138,14 +144,11 @@ def _earlier(conn, run_id: int) -> list[tuple[Finding, dict]]:
 def _rows_by(conn, column: str, values: set[str], where: str, params: dict) -> dict[str, list[dict]]:
     """The ok rows whose `column` is one of `values`, by value, oldest first."""
     out: dict[str, list[dict]] = {}
-    chosen = sorted(values)
     cols = ", ".join(f"r.{c}" for c in _COLUMNS)
-    for start in range(0, len(chosen), 500):
-        sql = (f"SELECT {cols} FROM compile_records r WHERE r.{column} IN :values AND {ok_sql('r')}{where}"
-               f" ORDER BY {oldest_first('r')}")
-        stmt = sa.text(sql).bindparams(sa.bindparam("values", expanding=True))
-        for r in conn.execute(stmt, params | {"values": chosen[start:start + 500]}).mappings():
-            out.setdefault(r[column], []).append(dict(r))
+    sql = (f"SELECT {cols} FROM compile_records r WHERE r.{column} IN :among AND {ok_sql('r')}{where}"
+           f" ORDER BY {oldest_first('r')}")
+    for r in _among(conn, sql, values, params):
+        out.setdefault(r[column], []).append(dict(r))
     return out
 
 
@@ -217,12 +220,8 @@ def _below_threshold(rows: list[dict], below_s: float) -> list[Finding]:
 def _prunes(conn, keys: set[str]) -> dict[str, list[dict]]:
     """key -> the cache_prunes rows of `ledger cache prune` removing it."""
     out: dict[str, list[dict]] = {}
-    chosen = sorted(keys)
-    for start in range(0, len(chosen), 500):
-        stmt = sa.text("SELECT cache_dir, cache_key, pruned_at FROM cache_prunes WHERE cache_key IN :keys").bindparams(
-            sa.bindparam("keys", expanding=True))
-        for r in conn.execute(stmt, {"keys": chosen[start:start + 500]}).mappings():
-            out.setdefault(r["cache_key"], []).append(dict(r))
+    for r in _among(conn, "SELECT cache_dir, cache_key, pruned_at FROM cache_prunes WHERE cache_key IN :among", keys):
+        out.setdefault(r["cache_key"], []).append(dict(r))
     return out
 
 
