@@ -22,10 +22,35 @@ from pathlib import Path
 from ledger.errors import LedgerError
 
 
-def _open(db, mode: str, **kw):
+def _open(db, mode: str, *, take_in: bool = False, **kw):
+    """The ledger, opened the one way (storage/open.py). A command that reads first waits
+    for a `ledger record` of this ledger still draining (settle()); one that writes, with
+    ``take_in``, first takes in the rows `ledger record` runs kept aside for this ledger."""
     from ledger.storage.open import open_ledger
 
-    return open_ledger(None if db is None else str(db), mode, **kw)
+    db = None if db is None else str(db)
+    if mode in ("read", "query"):
+        settle(db)
+    ledger = open_ledger(db, mode, **kw)
+    if take_in:
+        from ledger.recorder.ingest import take_in_kept
+
+        try:
+            take_in_kept(ledger)
+        except BaseException as exc:
+            ledger.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+    return ledger
+
+
+def settle(db=None) -> None:
+    """Wait, briefly, for a `ledger record` run of this ledger whose command has ended
+    and whose ingester still drains: the rows of a command that just returned are there
+    for the next one to read."""
+    from ledger.recorder.ingest import wait_for_draining
+    from ledger.storage.url import resolve
+
+    wait_for_draining(resolve(None if db is None else str(db)))
 
 
 # -- measuring ----------------------------------------------------------------------------
@@ -57,7 +82,7 @@ def probe(db=None, *, on_record: Callable[[dict], None] | None = None, on_progre
         spec = ProbeSpec.make(**{k: v for k, v in options.items() if v is not None})
         # bad options fail above, before any database is made; the revision gate below,
         # before minutes of compiling
-        with _open(db, "write") as ledger:
+        with _open(db, "write", take_in=True) as ledger:
 
             def write(record: dict) -> None:
                 add_compile_record(ledger.engine, record)  # committed now: a later crash keeps it
@@ -81,7 +106,7 @@ def predict(db=None, *, timeout: float | None = None, timeout_flag: str = "timeo
     spec = run.spec_of(options)
     # before the database is made: a JAX that cannot be predicted on, or a timeout, writes nothing
     report = run.compute(spec, run.DEFAULT_TIMEOUT_S if timeout is None else timeout, timeout_flag)
-    with _open(db, "write") as ledger:
+    with _open(db, "write", take_in=True) as ledger:
         return run.predict(spec, ledger.engine, report), report
 
 
@@ -174,7 +199,7 @@ def import_json(paths: Iterable, db=None, *, skip_invalid: bool = False, progres
 
     paths = [Path(p) for p in paths]
     find_json_files(paths)  # a missing path fails before any database is made
-    with _open(db, "write") as ledger:
+    with _open(db, "write", take_in=True) as ledger:
         return import_paths(ledger.engine, paths, skip_invalid=skip_invalid, progress=progress)
 
 
@@ -193,6 +218,8 @@ def merge(sources: Iterable, db=None):
     Returns (the destination as shown, one summary per source)."""
     from ledger.merge import merge as _merge
 
+    with _open(db, "write", take_in=True):
+        pass  # what `ledger record` kept for this ledger, first (merge opens it again, to lock it)
     return _merge([str(s) for s in sources], None if db is None else str(db))
 
 
@@ -202,6 +229,7 @@ def sql(query: str, db=None, limit: int | None = None) -> tuple[list[str], list[
 
     from ledger.storage.readonly import open_query
 
+    settle(db)
     with open_query(None if db is None else str(db), query) as result:
         return list(result.columns), list(islice(result.rows, limit) if limit else result.rows)
 
@@ -215,7 +243,7 @@ def pins_update(db=None, *, filters: dict | None = None, repin: bool = False, al
     read only, the plan of what would change)."""
     from ledger.watch.pins import update_pins
 
-    with _open(db, "read" if dry_run else "write", create=False) as ledger:
+    with _open(db, "read" if dry_run else "write", take_in=not dry_run, create=False) as ledger:
         return update_pins(ledger.engine, filters=filters or {}, repin=repin, allow_loaded=allow_loaded,
                            dry_run=dry_run)
 
@@ -235,7 +263,7 @@ def check(db=None, *, tolerance: float = 1.5, min_diff: float = 0.05, since: str
     exit_code)."""
     from ledger.watch.check import run_check
 
-    with _open(db, "write", create=False) as ledger:
+    with _open(db, "write", take_in=True, create=False) as ledger:
         return run_check(ledger.engine, tolerance=tolerance, filters=filters or {}, since=since, min_diff=min_diff,
                          below_s=below_s)
 

@@ -117,6 +117,34 @@ def oracle(stdout: str) -> tuple[int, float]:
     return int(n), float(total)
 
 
+# A program that spools N compile records as the recorder would, without JAX: for the
+# spool's own tests (ownership, kept runs, bad lines), a second where a JAX program takes
+# several. It writes through the recorder's own config and spool writer, so it is a run of
+# `ledger record` as far as the ingester and every other command can tell. Its args: N,
+# then "bad" to add a line the recorder never writes, and "wait" to sleep until killed.
+SPOOLS = """
+import os, socket, sys, time
+from ledger.record import blank_record, now_timestamp
+from ledger.recorder.config import RecordConfig
+from ledger.recorder.spool import SpoolWriter
+
+config = RecordConfig.from_env()
+writer = SpoolWriter(config.run_dir)
+for i in range(int(sys.argv[1])):
+    rec = blank_record()
+    rec.update(transform="recorded", status="ok", hardware="local_cpu", hostname=socket.gethostname(),
+               jax_version="0.10.2", mixed_precision=False, run_id=config.run_id, command=config.command,
+               pid=os.getpid(), compile_index=i, function=f"jit_f{i}", input_signature="f32[3] -> f32[3]",
+               timestamp=now_timestamp(), compile_s=0.01, cache_state="cold", cache_state_source="measured_events")
+    writer.write(rec)
+    if i == 0 and "bad" in sys.argv:
+        writer.write({"compile_index": [1]})
+print("spooled", sys.argv[1], flush=True)
+if "wait" in sys.argv:
+    time.sleep(600)
+"""
+
+
 # -- sweeps --------------------------------------------------------------------------------
 
 GRID = """\

@@ -116,6 +116,34 @@ def test_the_cycle_test_finds_a_cycle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
+# The layers docs/layout.md draws, lowest first: storage (the database), the recorder over it,
+# and the commands (ledger/command.py) and their CLI over both. A module imports from its own
+# layer and those below, never from one above: opening a ledger once took in other runs'
+# spool through an import of the recorder, and the recorder printed errors through the CLI's.
+LAYERS = {"ledger.storage": 0, "ledger.recorder": 1, "ledger.command": 2, "ledger.cli": 2}
+
+
+def _layer(module: str) -> int | None:
+    return next((n for prefix, n in LAYERS.items() if module == prefix or module.startswith(f"{prefix}.")), None)
+
+
+def _upward(graph: dict[str, set[str]]) -> list[str]:
+    """Each import of a module from a layer above the importer's, as 'importer -> imported'."""
+    return sorted(f"{m} -> {d}" for m, deps in graph.items() if (low := _layer(m)) is not None
+                  for d in deps if (high := _layer(d)) is not None and high > low)
+
+
+def test_no_module_imports_from_a_layer_above_its_own():
+    assert _upward(_import_graph()) == []
+
+
+def test_the_layer_test_finds_an_import_from_above():
+    graph = {"ledger.storage.open": {"ledger.recorder.ingest", "ledger.errors"},
+             "ledger.recorder.argv": {"ledger.cli.errors", "ledger.storage.url"},
+             "ledger.cli.group": {"ledger.storage.errors"}, "ledger.merge": {"ledger.command"}}
+    assert _upward(graph) == ["ledger.recorder.argv -> ledger.cli.errors", "ledger.storage.open -> ledger.recorder.ingest"]
+
+
 # -- tests share what they share through tests/ledgers.py and tests/helpers.py -------------
 # A test module imported by another is collected twice over in effect: its fixtures and
 # constants become an API no one meant, and running one file runs the other's imports.

@@ -7,8 +7,8 @@ from __future__ import annotations
 import typer
 from typer.core import TyperGroup
 
-from ledger.cli.errors import as_ledger_error
 from ledger.errors import one_line
+from ledger.storage.errors import as_ledger_error
 
 _TRACEBACK = "ledger.traceback"
 

@@ -56,6 +56,7 @@ def sql_cmd(
     db: DbOpt = None,
 ) -> None:
     """Run one read-only SQL query and print the result. Ctrl-C stops it (exit 130)."""
+    from ledger.command import settle
     from ledger.output import write_csv, write_json_lines, write_table
     from ledger.storage.readonly import open_query
 
@@ -64,6 +65,7 @@ def sql_cmd(
     cap = (None if csv or json else TABLE_LIMIT) if limit is None else limit or None
     with _first_sigint_raises():
         try:
+            settle(db)  # a `ledger record` that just ended: its last rows
             with open_query(db, query) as result:
                 out = sys.stdout
                 rows = result.rows if cap is None or not (csv or json) else islice(result.rows, cap)

@@ -60,9 +60,9 @@ def _valid(parsed: dict) -> bool:
 def run(args: list[str]) -> bool:
     """Record as the command line says (does not return once the command runs); False
     when the command line is for Typer to read."""
-    from ledger.cli.errors import as_ledger_error
     from ledger.errors import one_line
     from ledger.recorder.launch import exec_recorded
+    from ledger.storage.errors import as_ledger_error
 
     parsed = parse(args)
     if parsed is None:

@@ -18,13 +18,12 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import shlex
 import sys
 import time
 import uuid
 
 from ledger.recorder import spool
-from ledger.recorder.config import RecordConfig
+from ledger.recorder.config import RecordConfig, command_text
 from ledger.recorder.hook import Recorder, install, uninstall, warn_once
 
 _process: Recorder | None = None
@@ -129,13 +128,11 @@ def recording(db: str | None = None, tag: str | None = None, *, dataset_class: s
     except RecordError as err:
         raise LedgerError(str(err)) from None
     target = _resolved_target(db)
-    run_id = uuid.uuid4().hex
-    config = RecordConfig(run_dir=os.path.join(spool.spool_root(target), run_id), run_id=run_id, tag=tag,
-                          command=shlex.join(sys.argv) if sys.argv and sys.argv[0] else None,
+    config = RecordConfig(run_dir="", run_id=uuid.uuid4().hex, tag=tag,
+                          command=command_text(sys.argv) if sys.argv and sys.argv[0] else None,
                           cell={"dataset_class": dataset_class, "model_type": model_type,
                                 "instrument": instrument})
-    config.save()
-    lock = spool.hold_lock(config.run_dir)  # the block is this run's ingester: no one else takes it in
+    lock = config.create(target)  # the block is this run's ingester: no one else takes it in
     recorder = Recorder(config, spool.SpoolWriter(config.run_dir))
     try:
         if not install(recorder):
@@ -149,5 +146,4 @@ def recording(db: str | None = None, tag: str | None = None, *, dataset_class: s
             if line:
                 print(line, file=sys.stderr, flush=True)
     finally:
-        if lock is not None:
-            os.close(lock)
+        os.close(lock)

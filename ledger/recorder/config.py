@@ -1,7 +1,7 @@
 """What a recorded process is told: the run's spool dir, in one environment variable.
 
-`ledger record` (ledger/recorder/launch.py) writes the run into ``run.json`` in that
-dir; every Python process the command starts inherits the variable (a forked or
+`ledger record` (ledger/recorder/launch.py) writes the run into its marker in that
+dir (ledger/recorder/spool.py); every Python process the command starts inherits the variable (a forked or
 spawned multiprocessing child, each process of a jax.distributed job, a console
 script), so each spools into the same run. Nothing about the ledger itself travels:
 no URL, so no password, in any process's environment; the command line stays in the
@@ -20,21 +20,40 @@ ENV = "LEDGER_RECORD"
 # (never prepended) at jax import, so the program's own packages still win.
 ENV_PATH = "LEDGER_RECORD_PATH"
 CELL = CELL_LABELS
+COMMAND_CAP = 2000  # characters of the command line kept on each row
+
+
+def command_text(argv: list[str]) -> str:
+    """The command line as each row keeps it: quoted as a shell would, an argument that
+    is not UTF-8 (Python carries its bytes as lone surrogates, which no ledger stores)
+    with those bytes escaped (\\xff), and cut at COMMAND_CAP characters."""
+    import shlex
+
+    text = shlex.join(os.fsencode(a).decode("utf-8", "backslashreplace") for a in argv)
+    if len(text) <= COMMAND_CAP:
+        return text
+    return f"{text[:COMMAND_CAP]}... ({len(text)} characters)"
 
 
 @dataclass
 class RecordConfig:
-    run_dir: str  # the run's spool dir (ledger/recorder/spool.py)
+    run_dir: str  # the run's spool dir (ledger/recorder/spool.py); "" until create()
     run_id: str
     tag: str | None = None
     command: str | None = None
     cell: dict = field(default_factory=dict)  # dataset_class, model_type, instrument
     main_pid: int | None = None  # the command's own process: it waits for its rows at exit
     host: str | None = None  # where main_pid runs
-    def save(self) -> None:
-        from ledger.recorder.spool import write_run
 
-        write_run(self.run_dir, asdict(self))
+    def create(self, target) -> int:
+        """Make the run's spool dir for the ledger ``target``, its marker naming that
+        ledger: the descriptor of the run's lock, held (spool.create_run())."""
+        from ledger.recorder import spool
+
+        run = {k: v for k, v in asdict(self).items() if k != "run_dir"}
+        run |= {"ledger": spool.ledger_identity(target), "own_root": spool.own_root()}
+        self.run_dir, lock = spool.create_run(spool.spool_root(target), run)
+        return lock
 
     @classmethod
     def from_env(cls, environ=os.environ) -> RecordConfig | None:

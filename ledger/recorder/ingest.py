@@ -3,10 +3,16 @@
 Three callers, one mechanism (RunIngester):
 - the ingester process that ``ledger record`` starts beside the command, and
   ``ledger.recording()`` when its block ends (ledger/recorder/ingester.py);
-- every command that writes to a ledger, before it does (ledger/storage/open.py):
+- the commands that write to a ledger, as an explicit step of their own (ledger/command.py):
   spooled rows that nobody took in (the ledger was locked past the program's end, the
-  ingester was killed) are taken in then, and said so (take_in_kept()); a command that
-  reads waits, briefly, for a run that is still draining (wait_for_draining()).
+  ingester was killed) are taken in then, and said so (take_in_kept()): only runs whose
+  marker names this very ledger, and only while no ingester holds them; a command that
+  reads waits, briefly, for a run of its ledger that is still draining (wait_for_draining()).
+Opening a ledger takes nothing in: ledger/storage/ knows nothing of the recorder.
+
+A spool line that is not one the recorder wrote (a hand edit, a disk's garbage) is
+skipped; once the run is in, its file is set aside (renamed, kept) and named in one
+line; the other lines, and the other files, go in.
 
 A row goes in with its record_key (run, host, pid and the process's compile count are
 part of it), ON CONFLICT DO NOTHING: a spool file read twice adds nothing twice. A
@@ -17,7 +23,8 @@ is written in one form only.
 from __future__ import annotations
 
 import os
-import shutil
+import socket
+import sys
 import time
 
 from ledger.recorder import spool
@@ -29,10 +36,11 @@ HOLD_S = 10.0  # a record whose duration event never came goes in with the hook'
 class RunIngester:
     """One run dir's spool files, taken into one ledger."""
 
-    def __init__(self, opener, run_dir: str):
+    def __init__(self, opener, run_dir: str, run: dict):
         # opener: () -> an open Ledger; called at the first write and again after a
-        # failure to open (a ledger that was not there, or not reachable, yet)
-        self.opener, self.run_dir = opener, run_dir
+        # failure to open (a ledger that was not there, or not reachable, yet).
+        # run: the run's marker (spool.read_run())
+        self.opener, self.run_dir, self.run = opener, run_dir, run
         self.ledger = None
         self.offsets: dict[str, int] = {}
         self.held: dict[tuple[str, int], tuple[float, dict]] = {}  # (file, index) -> record
@@ -41,6 +49,7 @@ class RunIngester:
         self.states: dict[str, int] = {}
         self.unrecorded: list[str] = []
         self.byes: list[int] = []
+        self.bad: dict[str, str] = {}  # spool file -> why its first bad line is not the recorder's
         self.error: BaseException | None = None
 
     # -- reading -----------------------------------------------------------------------
@@ -56,7 +65,11 @@ class RunIngester:
             lines, used = spool.parse_lines(data)
             self.offsets[path] = start + used
             for line in lines:
-                self._take(path, line)
+                why = spool.line_problem(line, self.run["run_id"])
+                if why is None:
+                    self._take(path, line)
+                else:
+                    self.bad.setdefault(path, why)
 
     def _take(self, path: str, line: dict) -> None:
         kind = line.get("_line")
@@ -133,16 +146,17 @@ class RunIngester:
         return len(self.held)
 
     def remove_if_done(self) -> bool:
-        """The run dir goes once every record in it is in the ledger."""
+        """The run dir goes once every record in it is in the ledger (a file with a bad
+        line stays, set aside)."""
         if self.held:
             return False
-        shutil.rmtree(self.run_dir, ignore_errors=True)
-        with_root = os.path.dirname(self.run_dir)
-        try:
-            os.rmdir(with_root)  # the spool root, if this was its last run
-        except OSError:
-            pass
+        spool.remove_run(self.run_dir, set(self.bad), own=bool(self.run.get("own_root")))
         return True
+
+    def set_aside_lines(self) -> list[str]:
+        """One line per spool file set aside, naming it and why."""
+        return [f"set aside {path}{spool.SET_ASIDE}: a line in it is not the recorder's ({why}); its other lines"
+                " were taken in" for path, why in self.bad.items()]
 
     # -- what is said ------------------------------------------------------------------
     def summary(self, display: str, run_id: str) -> str:
@@ -159,6 +173,10 @@ class RunIngester:
             parts.append(f"not recorded: {self.unrecorded[0]}{more}")
         if self.invalid:
             parts.append(f"{self.invalid} compiles refused by the record contract")
+        if self.bad:
+            path, why = next(iter(self.bad.items()))
+            more = f" (and {len(self.bad) - 1} more)" if len(self.bad) > 1 else ""
+            parts.append(f"set aside {path}{spool.SET_ASIDE}{more}: a line in it is not the recorder's ({why})")
         return ("ledger record: " + "; ".join(parts)) if parts else ""
 
 
@@ -187,49 +205,54 @@ def _one_line(text: str) -> str:
 
 
 def take_in_kept(ledger) -> None:
-    """Before a command writes: take in the runs nobody is taking in (their ingester is
-    gone), and say so in one line each."""
-    import sys
-
+    """A writing command's step before it writes: take in the runs of this ledger that
+    nobody is taking in (their ingester is gone), and say so in one line each. A run
+    of another ledger, or a folder that is no run, is not read."""
     root = spool.spool_root(ledger.target)
-    if not os.path.isdir(root):
-        return
-    for run_dir in spool.runs(root):
-        lock = spool.hold_lock(run_dir)
+    for run_dir, run in spool.runs(root, spool.ledger_identity(ledger.target)):
+        lock = spool.take_lock(run_dir)
         if lock is None:
-            continue  # its ingester is alive and at it
+            continue  # its ingester is alive and at it (or another command is)
         try:
-            ing = RunIngester(lambda: ledger, run_dir)
+            ing = RunIngester(lambda: ledger, run_dir, run)
             if not ing.step(final=True):
                 continue
             if ing.written:
                 print(f"ledger: took in {ing.written} compiles kept from `ledger record` run "
                       f"{os.path.basename(run_dir)[:12]}", file=sys.stderr, flush=True)
-            ing.remove_if_done()
+            if not spooling_alive(run_dir):  # a worker of this host may write more into it
+                for line in ing.set_aside_lines():
+                    print(f"ledger: {line}", file=sys.stderr, flush=True)
+                ing.remove_if_done()
         finally:
             os.close(lock)
 
 
 def wait_for_draining(target, timeout: float = 10.0) -> None:
     """Before a command reads: a run whose command has just ended (however: a SIGKILL
-    too) may still be draining; wait for it, briefly, so that the rows of a command
-    that just returned are there for the next one."""
-    import socket
-
+    too) may still be draining into this ledger; wait for it, briefly, so that the rows
+    of a command that just returned are there for the next one."""
     root = spool.spool_root(target)
     if not os.path.isdir(root):
         return
     deadline = time.monotonic() + timeout
-    for run_dir in spool.runs(root):
-        try:
-            run = spool.read_run(run_dir)
-        except (OSError, ValueError):
-            continue
+    for run_dir, run in spool.runs(root, spool.ledger_identity(target)):
         if run.get("host") != socket.gethostname() or not run.get("main_pid"):
             continue  # another node's run: its command's life cannot be seen from here
         while (not pid_alive(run["main_pid"]) and spool.ingester_alive(run_dir)
                and time.monotonic() < deadline):
             time.sleep(0.01)
+
+
+def spooling_alive(run_dir: str) -> bool:
+    """Whether a process of this host that spools into the run still lives (a worker
+    that outlived the command): its rows may still come."""
+    host = socket.gethostname().replace(os.sep, "_") + "-"
+    for path in spool.spool_files(run_dir):
+        name = os.path.basename(path)[: -len(spool.SUFFIX)]
+        if name.startswith(host) and name[len(host):].isdigit() and pid_alive(int(name[len(host):])):
+            return True
+    return False
 
 
 def pid_alive(pid: int) -> bool:

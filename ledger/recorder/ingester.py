@@ -11,7 +11,7 @@ import os
 import time
 
 from ledger.recorder import spool
-from ledger.recorder.ingest import RunIngester, pid_alive
+from ledger.recorder.ingest import RunIngester, pid_alive, spooling_alive
 
 LOCKED_GRACE_S = 5.0  # after the goodbye, how long a locked ledger is waited for
 INGESTER_BUSY_TIMEOUT_S = 0.5  # one try's wait for a locked SQLite ledger
@@ -24,7 +24,7 @@ def drain_now(db: str | None, run_dir: str) -> str:
 
     config = spool.read_run(run_dir)
     with open_ledger(db, "write") as ledger:
-        ing = RunIngester(lambda: ledger, run_dir)
+        ing = RunIngester(lambda: ledger, run_dir, config)
         deadline = time.monotonic() + LOCKED_GRACE_S
         while not ing.step(final=True) and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -33,9 +33,11 @@ def drain_now(db: str | None, run_dir: str) -> str:
     return line
 
 
-def start_ingester(db: str | None, run_dir: str, program_pid: int) -> None:
+def start_ingester(db: str | None, run_dir: str, program_pid: int, lock: int) -> None:
     """Start the run's ingester, detached (not the command's child: a program that
-    waits for any child never sees it), and return once it holds the run's lock."""
+    waits for any child never sees it), and return once it runs. It inherits ``lock``,
+    the run's lock this process took with the run (spool.create_run()), and holds it
+    for its life: the run is never without its ingester's lock until it ends."""
     read_end, write_end = os.pipe()
     middle = os.fork()
     if middle == 0:
@@ -72,12 +74,10 @@ def _serve_and_exit(db, run_dir, program_pid, ready_fd) -> None:
         devnull = os.open(os.devnull, os.O_RDWR)
         os.dup2(devnull, 0)
         os.dup2(devnull, 1)  # not one byte on the command's stdout
-        lock = spool.hold_lock(run_dir)
-        os.write(ready_fd, b"ok\n" if lock is not None else b"the run's spool is taken\n")
+        os.write(ready_fd, b"ok\n")
         os.close(ready_fd)
-        if lock is not None:
-            serve(db, run_dir, program_pid)
-            status = 0
+        serve(db, run_dir, program_pid)
+        status = 0
     except BaseException:  # noqa: BLE001, S110 - a detached process: nothing above it to tell
         pass
     finally:
@@ -91,7 +91,7 @@ def serve(db: str | None, run_dir: str, program_pid: int) -> None:
     from ledger.storage.open import open_ledger
 
     config = spool.read_run(run_dir)
-    ing = RunIngester(lambda: open_ledger(db, "write"), run_dir)
+    ing = RunIngester(lambda: open_ledger(db, "write"), run_dir, config)
     display = _display(db)
     answered: set[int] = set()
     watch = _Watch(program_pid)
@@ -101,7 +101,7 @@ def serve(db: str | None, run_dir: str, program_pid: int) -> None:
     deadline = time.monotonic() + LOCKED_GRACE_S
     while True:
         done = ing.step(final=True)
-        if (done and not _spooling_alive(run_dir)) or time.monotonic() > deadline:
+        if (done and not spooling_alive(run_dir)) or time.monotonic() > deadline:
             break
         time.sleep(0.05)
     line = ing.summary(display, config["run_id"])
@@ -153,16 +153,3 @@ class _Watch:
             return not readable
         time.sleep(wait)
         return pid_alive(self.pid)
-
-
-def _spooling_alive(run_dir: str) -> bool:
-    """Whether a process of this host that spools into the run still lives (a worker
-    that outlived the command): its rows may still come."""
-    import socket
-
-    host = socket.gethostname().replace(os.sep, "_") + "-"
-    for path in spool.spool_files(run_dir):
-        name = os.path.basename(path)[: -len(spool.SUFFIX)]
-        if name.startswith(host) and name[len(host):].isdigit() and pid_alive(int(name[len(host):])):
-            return True
-    return False

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shlex
 import shutil
 import socket
 import sys
@@ -31,11 +30,10 @@ from pathlib import Path
 
 from ledger.errors import LedgerError
 from ledger.recorder import spool
-from ledger.recorder.config import ENV, ENV_PATH, RecordConfig
+from ledger.recorder.config import ENV, ENV_PATH, RecordConfig, command_text
 
 SITE_DIR = Path(__file__).resolve().parent / "site"
 LEDGER_ROOT = Path(__file__).resolve().parents[2]  # the directory that holds ledger/
-COMMAND_CAP = 2000  # characters of the command line kept on each row
 
 
 class CannotRun(Exception):
@@ -58,17 +56,21 @@ def exec_recorded(command: list[str], db: str | None, tag: str | None, cell: dic
     except CannotRun as err:
         print(f"ledger record: {err}", file=sys.stderr, flush=True)
         return err.status
-    run_id = uuid.uuid4().hex
-    config = RecordConfig(run_dir=os.path.join(spool.spool_root(target), run_id), run_id=run_id, tag=tag,
-                          command=_capped(shlex.join(command)), cell=cell, main_pid=os.getpid(),
-                          host=socket.gethostname())
+    config = RecordConfig(run_dir="", run_id=uuid.uuid4().hex, tag=tag, command=command_text(command), cell=cell,
+                          main_pid=os.getpid(), host=socket.gethostname())
     try:
-        config.save()
+        lock = config.create(target)
     except OSError as err:
-        raise LedgerError(f"cannot make the run's spool dir {config.run_dir}: {err.strerror}") from None
+        raise LedgerError(f"cannot make the run's spool dir in {spool.spool_root(target)}: {err.strerror}") from None
     from ledger.recorder.ingester import start_ingester
 
-    start_ingester(db, config.run_dir, os.getpid())
+    try:
+        start_ingester(db, config.run_dir, os.getpid(), lock)  # the ingester holds the run's lock from here
+    except BaseException:
+        spool.remove_run(config.run_dir, own=spool.own_root())  # nothing spooled yet: nothing to keep
+        raise
+    finally:
+        os.close(lock)
     env = dict(os.environ)
     env[ENV] = config.run_dir
     env[ENV_PATH] = str(LEDGER_ROOT)
@@ -195,9 +197,3 @@ def _interpreter(path: str) -> str | None:
         return None
     parts = first[2:].strip().split()
     return parts[0].decode(errors="replace") if parts else None
-
-
-def _capped(text: str) -> str:
-    if len(text) <= COMMAND_CAP:
-        return text
-    return f"{text[:COMMAND_CAP]}... ({len(text)} characters)"

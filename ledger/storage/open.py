@@ -10,7 +10,9 @@ stands in the revision chain, and refuses what the mode may not touch:
   migrate  any database this ledger's revisions can move (`ledger db`)
 
 Used as a context manager: a write that fails leaves no new, empty database file
-behind, and the engine (made on first use, one per command) is disposed.
+behind, and the engine (made on first use, one per command) is disposed. Opening has
+no other effect: rows a `ledger record` kept aside are taken in by the commands that
+do so, as a step of their own (ledger/command.py), never by an open.
 """
 
 from __future__ import annotations
@@ -120,10 +122,6 @@ def open_ledger(db: str | None, mode: str, *, create: bool | None = None) -> Led
     if target.value.startswith("sqlite") and target.path is None:
         # every connection would get its own, empty database, gone with the command
         raise LedgerError("an in-memory SQLite database vanishes with the command: give a file path")
-    from ledger.recorder import ingest
-
-    if mode in ("read", "query"):
-        ingest.wait_for_draining(target)  # a `ledger record` that just ended: its last rows
     create = mode == "write" if create is None else create
     if target.path is not None and not create and not target.path.exists():
         raise LedgerError(f"no ledger database at {target.path}")
@@ -141,8 +139,6 @@ def open_ledger(db: str | None, mode: str, *, create: bool | None = None) -> Led
         rv.gate(ledger.display, rev, status, mode)
         if status == rv.EMPTY and mode == "write":
             ledger.migrate("upgrade", "head")
-        if mode == "write":
-            ingest.take_in_kept(ledger)  # rows a `ledger record` kept aside, before this command's
     except BaseException as exc:
         ledger.__exit__(type(exc), exc, exc.__traceback__)
         raise

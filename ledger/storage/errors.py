@@ -1,7 +1,8 @@
 """What an exception means to the person at the command line: a LedgerError as it is, a
 database or migration error as the one line it means (its password redacted), a bug as
-None (it keeps its traceback). Both command-line paths use it: Typer's (group.py) and
-`ledger record`'s own (ledger/recorder/argv.py)."""
+None (it keeps its traceback). Both command-line paths use it: Typer's (ledger/cli/group.py)
+and `ledger record`'s own (ledger/recorder/argv.py), which is below the CLI and so finds it
+here, beside the database whose errors it reads."""
 
 from __future__ import annotations
 
