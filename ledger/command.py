@@ -15,6 +15,7 @@ shows them in use.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,18 +122,40 @@ def recording(db=None, **options):
 # -- the cache dir ------------------------------------------------------------------------
 
 
+def _cache_dir(cache_dir) -> Path:
+    """The dir `ledger cache` reads, made absolute; refused if it is none."""
+    if str(cache_dir) == "":
+        from ledger.cache.prune import PruneUsageError
+
+        raise PruneUsageError("the cache dir is an empty path: give the dir (. for the current one)")
+    path = Path(os.path.abspath(cache_dir))
+    if not path.is_dir():
+        raise LedgerError(f"no cache dir at {cache_dir}" + (": it is a file" if path.exists() else ""))
+    return path
+
+
+def _cache_ledger(db) -> bool:
+    """Whether `ledger cache` reads a ledger: the one named (--db, LEDGER_DB) must be there,
+    as a typo'd --db must not leave a prune to the files alone; ./ledger.db, when it is."""
+    from ledger.storage.url import ENV_VAR, resolve
+
+    target = resolve(None if db is None else str(db))
+    if target.path is None or target.path.exists():
+        return True
+    if db is not None or os.environ.get(ENV_VAR):
+        raise LedgerError(f"no ledger database at {target.path}")
+    return False
+
+
 def cache(cache_dir, db=None, *, unused_days: int = 30):
     """`ledger cache DIR`: the dir's entries, what JAX recorded in each, and what the
     ledger knows of them (hits, seconds saved, last use, dead weight). Reads only; without
-    a ledger, the files alone. Returns a ledger.cache.inventory.Inventory (as_json(), totals())."""
+    a ledger (none named, no ./ledger.db), the files alone. Returns a
+    ledger.cache.inventory.Inventory (as_json(), totals())."""
     from ledger.cache.inventory import build
-    from ledger.storage.url import resolve
 
-    path = Path(cache_dir)
-    if not path.is_dir():
-        raise LedgerError(f"no cache dir at {path}" + (": it is a file" if path.exists() else ""))
-    target = resolve(None if db is None else str(db))
-    if target.path is not None and not target.path.exists():
+    path = _cache_dir(cache_dir)
+    if not _cache_ledger(db):
         return build(path, None, unused_days)
     with _open(db, "read") as ledger:
         return build(path, ledger.engine, unused_days, ledger=ledger.display)
@@ -143,9 +166,10 @@ def cache_prune(cache_dir, db=None, *, unused_days: int | None = None, max_size:
     """`ledger cache prune DIR`: remove the entries that save least per byte, never one used
     within ``unused_days`` (default 7 with ``max_size``), until the dir's entries total at
     most ``max_size`` bytes (None: every unused entry). Each removal is a cache_prunes row
-    where a ledger exists; ``dry_run``: the plan alone, nothing written anywhere. Returns a
-    ledger.cache.prune.Plan (removals, as_json())."""
+    where a ledger exists, committed before its file goes; ``dry_run``: the plan alone,
+    nothing written anywhere. Returns a ledger.cache.prune.Plan (removals, stopped, as_json())."""
     from ledger.cache import prune
+    from ledger.cache.inventory import build
 
     if unused_days is None and max_size is None:
         raise prune.PruneUsageError("give --unused-days N, --max-size SIZE or both: prune removes nothing unasked")
@@ -154,14 +178,18 @@ def cache_prune(cache_dir, db=None, *, unused_days: int | None = None, max_size:
     if max_size is not None and max_size < 0:
         raise prune.PruneUsageError(f"--max-size must be 0 or more bytes, not {max_size}")
     days = prune.DEFAULT_DAYS_WITH_SIZE if unused_days is None else unused_days
-    inv = cache(cache_dir, db, unused_days=max(days, 1))
-    plan = prune.plan(inv, days, max_size)
-    if dry_run:
+    path = _cache_dir(cache_dir)
+    if not _cache_ledger(db):
+        plan = prune.plan(build(path, None, max(days, 1)), days, max_size)
+        if not dry_run:
+            prune.apply(plan)
         return plan
-    prune.apply(plan)
-    if inv.ledger is not None:
-        with _open(db, "write", create=False) as ledger:
-            prune.record(ledger.engine, plan)
+    # the ledger opened to write before anything is removed: one that is locked or
+    # read-only refuses the prune whole, not after the files are gone
+    with _open(db, "read" if dry_run else "write", take_in=not dry_run, create=False) as ledger:
+        plan = prune.plan(build(path, ledger.engine, max(days, 1), ledger=ledger.display), days, max_size)
+        if not dry_run:
+            prune.apply(plan, ledger.engine)
     return plan
 
 

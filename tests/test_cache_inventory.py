@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import socket
 import sys
 import time
 import zlib
@@ -82,7 +84,7 @@ def test_jax_recorded_seconds_atime_and_dead_weight_from_synthetic_entries(tmp_p
     import os
 
     os.utime(old, (month_ago, month_ago))
-    result = run_cli("cache", str(cache), "--json", "--db", tmp_path / "none.db")
+    result = run_cli("cache", str(cache), "--json")
     assert result.exit_code == 0, result.output
     inv = json.loads(result.output)
     assert inv["ledger"] is None and not (tmp_path / "none.db").exists()
@@ -92,7 +94,7 @@ def test_jax_recorded_seconds_atime_and_dead_weight_from_synthetic_entries(tmp_p
     assert entries["jit_fit-aaaa"]["last_used"] is not None and entries["jit_fit-aaaa"]["dead"] == []
     assert entries["jit_old-bbbb"]["dead"] == ["unused"]  # no ledger: never called "never hit"
     assert inv["totals"]["jax_compile_s"] == 9 and inv["totals"]["dead_entries"] == 1
-    text = run_cli("cache", str(cache), "--db", tmp_path / "none.db").output.splitlines()
+    text = run_cli("cache", str(cache)).output.splitlines()
     assert text[0] == f"cache dir {cache}: 2 entries, 0.00 MB; JAX recorded 9 s of compiles in them (whole seconds)"
     assert text[1].startswith("no ledger here")
 
@@ -112,6 +114,42 @@ def test_a_corrupt_entry_is_said_and_the_rest_are_read(tmp_path):
     cache.mkdir()
     _entry(cache, "jit_ok-cccc", 3)
     (cache / "jit_bad-dddd-cache").write_bytes(b"not compressed at all")
-    inv = json.loads(run_cli("cache", str(cache), "--json", "--db", tmp_path / "l.db").output)
+    inv = json.loads(run_cli("cache", str(cache), "--json").output)
     assert {e["key"]: (e["jax_compile_s"], e["unread"]) for e in inv["entries"]} == {
         "jit_bad-dddd": (None, "unreadable: error"), "jit_ok-cccc": (3, None)}
+
+
+def test_an_entry_is_credited_with_the_hits_of_its_own_dir_and_host_only(tmp_path, any_db, monkeypatch):
+    from ledger.storage import sqlite_file
+
+    from .ledgers import add, rec
+
+    cache, copy = tmp_path / "cache", tmp_path / "copied-cache"
+    cache.mkdir()
+    key = "jit_loss-" + "a" * 64
+    entry = _entry(cache, key, 3)
+    month_ago = time.time() - 30 * 86400
+    os.utime(entry, (month_ago, month_ago))
+    here = socket.gethostname()
+    link = tmp_path / "link"
+    link.symlink_to(cache)
+    mine = [rec(cache_key=key, cache_dir=str(cache), hostname=here, cache_state="cold", compile_s=4.0,
+                timestamp="2026-07-01T10:00:00"),
+            rec(cache_key=key, cache_dir=str(link), hostname=here, cache_state="warm", compile_s=1.0,
+                timestamp="2026-07-02T10:00:00")]  # the same dir, through a link
+    elsewhere = [rec(cache_key=key, cache_dir=str(cache), hostname="node7", cache_state="warm", compile_s=0.5,
+                     timestamp=f"{time.strftime('%Y-%m-%d')}T00:00:00"),  # another node's /tmp of the same path
+                 rec(cache_key=key, cache_dir=str(copy), hostname=here, cache_state="warm", compile_s=0.5,
+                     timestamp=f"{time.strftime('%Y-%m-%d')}T00:00:01")]  # a copy of the dir
+    add(any_db, tmp_path, *mine, *elsewhere)
+    inv = json.loads(run_cli("cache", str(link), "--json", "--db", any_db).output)
+    (item,) = inv["entries"]
+    assert (item["hits"], item["saved_s"], item["last_used"][:10]) == (1, 3.0, "2026-07-02")
+    assert inv["totals"]["ledger_rows"] == 2 and inv["cache_dir"] == str(cache)
+    pruned = run_cli("cache", "prune", str(cache), "--unused-days", "7", "--db", any_db)
+    assert pruned.output.startswith("removed jit_loss aaaaaaaaaaaa: "), pruned.output  # used elsewhere, not here
+    assert query(any_db, "SELECT cache_dir, hits FROM cache_prunes") == [(str(cache), 1)]
+    _entry(cache, key, 3)
+    monkeypatch.setattr(sqlite_file, "filesystem_type", lambda path, mounts=None: "nfs4")
+    shared = json.loads(run_cli("cache", str(cache), "--json", "--db", any_db).output)
+    assert shared["entries"][0]["hits"] == 2  # on a network filesystem every node reads this one dir

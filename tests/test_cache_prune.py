@@ -9,6 +9,8 @@ import fcntl
 import hashlib
 import os
 import re
+import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -111,7 +113,7 @@ def test_a_pruned_entry_compiles_cold_and_explain_check_and_predict_say_pruned(t
 def _evidence(db: Path, tmp_path: Path, cache: Path, keys: dict[str, tuple[float, float]]) -> None:
     """For each key: a cold row of ``cold`` s and a warm one of ``warm`` s (saved: the difference)."""
     rows = [rec(cache_key=k, cache_dir=str(cache), model_type=k[:5], cache_state=state, compile_s=s,
-                timestamp=f"2026-07-0{1 + n}T10:00:00")
+                timestamp=f"2026-07-0{1 + n}T10:00:00", hostname=socket.gethostname())
             for k, (cold, warm) in keys.items() for n, (state, s) in enumerate([("cold", cold), ("warm", warm)])]
     add(db, tmp_path, *rows)
 
@@ -140,23 +142,23 @@ def test_max_size_removes_least_saved_per_byte_first_and_never_a_recent_entry(tm
 
 
 def test_max_size_stops_once_the_dir_fits_and_unused_days_alone_spares_recent_use(tmp_path):
-    cache, db = tmp_path / "cache", tmp_path / "none.db"
+    cache, db = tmp_path / "cache", tmp_path / "ledger.db"  # none there: the files alone
     cache.mkdir()
     old = _entry(cache, _key("jit_a", "a"), 1)
     _entry(cache, _key("jit_b", "b"), 2, when=MONTH_AGO - 86400)  # the older: it goes first
     recent = _entry(cache, _key("jit_c", "c"), 1, when=time.time() - 86400)
     fits, mb = old.stat().st_size + recent.stat().st_size, f"{old.stat().st_size / 1e6:.2f} MB"
-    out = run_cli("cache", "prune", cache, "--max-size", str(fits), "--db", db).output.splitlines()
+    out = run_cli("cache", "prune", cache, "--max-size", str(fits)).output.splitlines()
     assert out[0].startswith("removed jit_b bbbbbbbbbbbb: ") and out[1].startswith("removed 1 entries, ")
     assert out[2] == "no ledger (--db, LEDGER_DB or ./ledger.db): nothing recorded, every entry saved 0 s per byte"
     assert not db.exists()
-    assert run_cli("cache", "prune", cache, "--unused-days", "2", "--db", db).output.splitlines()[:2] == [
+    assert run_cli("cache", "prune", cache, "--unused-days", "2").output.splitlines()[:2] == [
         f"removed jit_a aaaaaaaaaaaa: {mb}, 1 s of compile given up (unused 2+ days)",
         f"removed 1 entries, {mb} freed, 1 s of compiles given up (JAX's seconds)"]
     assert [p.name for p in cache.iterdir()] == [recent.name]
-    again = run_cli("cache", "prune", cache, "--unused-days", "2", "--db", db)
+    again = run_cli("cache", "prune", cache, "--unused-days", "2")
     assert (again.exit_code, again.output.splitlines()[0]) == (0, "nothing to prune: 1 entries, none unused for 2 days")
-    big = run_cli("cache", "prune", cache, "--max-size", "1.5GB", "--db", db)
+    big = run_cli("cache", "prune", cache, "--max-size", "1.5GB")
     assert big.output.splitlines()[0] == f"nothing to prune: 1 entries, {recent.stat().st_size / 1e6:.2f} MB, within --max-size 1500.00 MB"
 
 
@@ -169,7 +171,7 @@ def test_temp_files_the_lock_and_other_files_are_never_removed(tmp_path):
     for name, data in kept.items():
         (cache / name).write_bytes(data)
         os.utime(cache / name, (MONTH_AGO, MONTH_AGO))
-    result = run_cli("cache", "prune", cache, "--unused-days", "0", "--db", tmp_path / "none.db")
+    result = run_cli("cache", "prune", cache, "--unused-days", "0")
     assert result.output.splitlines()[0].startswith("removed jit_a aaaaaaaaaaaa: "), result.output
     assert not entry.exists() and sorted(p.name for p in cache.iterdir()) == sorted(kept)
 
@@ -181,12 +183,13 @@ def test_an_entry_is_removed_only_under_jaxs_lock(tmp_path, monkeypatch):
     monkeypatch.setattr(prune, "LOCK_TIMEOUT_S", 0.2)
     with open(cache / ".lockfile", "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX)  # a JAX process inside get, put or its eviction
-        result = run_cli("cache", "prune", cache, "--unused-days", "0", "--db", tmp_path / "none.db")
+        result = run_cli("cache", "prune", cache, "--unused-days", "0")
         assert entry.exists()
     assert result.output.splitlines()[:2] == [
-        f"not removed jit_a aaaaaaaaaaaa ({entry.stat().st_size / 1e6:.2f} MB): JAX's lock held for 0.2 s",
+        (f"not removed jit_a aaaaaaaaaaaa ({entry.stat().st_size / 1e6:.2f} MB): JAX's lock of the dir is held"
+         " (a prune waits 0.2 s for it in all)"),
         "removed 0 entries, 0.00 MB freed, 0 s of compiles given up (JAX's seconds)"]
-    assert run_cli("cache", "prune", cache, "--unused-days", "0", "--db", tmp_path / "none.db").exit_code == 0
+    assert run_cli("cache", "prune", cache, "--unused-days", "0").exit_code == 0
     assert not entry.exists()  # the lock free: removed
 
 
@@ -202,7 +205,7 @@ def test_an_entry_rewritten_after_the_plan_stays(tmp_path, monkeypatch):
         return out
 
     monkeypatch.setattr(prune, "plan", plan_then_write)
-    result = run_cli("cache", "prune", cache, "--unused-days", "0", "--db", tmp_path / "none.db")
+    result = run_cli("cache", "prune", cache, "--unused-days", "0")
     first = result.output.splitlines()[0]
     assert first.startswith("not removed jit_a ") and first.endswith(" MB): rewritten since the plan") and entry.exists()
 
@@ -210,6 +213,7 @@ def test_an_entry_rewritten_after_the_plan_stays(tmp_path, monkeypatch):
 @pytest.mark.parametrize("args, message", [
     ((), "give --unused-days N, --max-size SIZE or both: prune removes nothing unasked"),
     (("--max-size", "5X"), "--max-size must be a size such as 500M, 2G, 1.5GB or 1000 (bytes), not '5X'"),
+    (("--max-size", "0.5"), "--max-size must be a whole number of bytes, not '0.5' (0.5 bytes)"),
     (("--max-size", "-1"), "--max-size must be a size such as 500M, 2G, 1.5GB or 1000 (bytes), not '-1'"),
     (("--max-size", "1\n2"), "--max-size must be a size such as 500M, 2G, 1.5GB or 1000 (bytes), not '1\\n2'"),
     (("--max-size", "1'G"), "--max-size must be a size such as 500M, 2G, 1.5GB or 1000 (bytes), not \"1'G\""),
@@ -246,9 +250,146 @@ def test_the_inventory_keeps_its_words_beside_prune(tmp_path):
     cache = tmp_path / "cache"
     cache.mkdir()
     _entry(cache, _key("jit_a", "a"), 1)
-    short = run_cli("cache", cache, "--json", "--db", tmp_path / "none.db")
-    long = run_cli("cache", "inventory", cache, "--json", "--db", tmp_path / "none.db")
+    short = run_cli("cache", cache, "--json")
+    long = run_cli("cache", "inventory", cache, "--json")
     assert short.exit_code == 0 and short.output == long.output
-    assert run_cli("cache", "--json", cache, "--db", tmp_path / "none.db").output == short.output
+    assert run_cli("cache", "--json", cache).output == short.output
     listed = run_cli("cache", "--help").output
     assert "inventory" in listed and "prune" in listed
+
+
+# -- a prune leaves a true record, whatever stops it (issue 31) ----------------------------
+
+
+def _old_entries(cache: Path, n: int) -> list[Path]:
+    cache.mkdir(exist_ok=True)
+    return [_entry(cache, _key(f"jit_{i}", "abcdef0123456789"[i % 16]), 1 + i % 3) for i in range(n)]
+
+
+def _refusing(db) -> None:
+    """A ledger that refuses every cache_prunes row (as a read-only one does), by a trigger."""
+    if isinstance(db, Path):
+        con = sqlite3.connect(db)
+        con.execute("CREATE TRIGGER refuse BEFORE INSERT ON cache_prunes BEGIN SELECT RAISE(ABORT, 'read-only'); END")
+        con.commit()
+        con.close()
+        return
+    import psycopg
+
+    with psycopg.connect(db.conninfo) as con:
+        con.execute("CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$"
+                    " BEGIN RAISE EXCEPTION 'read-only'; END $$")
+        con.execute("CREATE TRIGGER refuse BEFORE INSERT ON cache_prunes FOR EACH ROW EXECUTE FUNCTION refuse()")
+
+
+def test_a_ledger_that_refuses_the_record_refuses_the_prune_whole(tmp_path, any_db):
+    cache, db = tmp_path / "cache", any_db
+    entries = _old_entries(cache, 3)
+    add(db, tmp_path, rec(cache_key="jit_other-" + "f" * 64))
+    _refusing(db)
+    before = _hashes(cache)
+    result = run_cli("cache", "prune", cache, "--unused-days", "0", "--db", db)
+    assert result.exit_code == 1
+    assert result.output.startswith("error: the ledger refused to record a removal, so the prune stopped: ")
+    assert result.output.endswith("; nothing was removed\n") and len(result.output.splitlines()) == 1
+    assert _hashes(cache) == before and all(e.exists() for e in entries)
+
+
+@pytest.mark.slow
+def test_a_ledger_locked_past_the_busy_timeout_removes_nothing(tmp_path, monkeypatch):
+    cache, db = tmp_path / "cache", tmp_path / "ledger.db"
+    _old_entries(cache, 3)
+    add(db, tmp_path, rec())
+    before = _hashes(cache)
+    monkeypatch.setenv("LEDGER_BUSY_TIMEOUT", "0.2")
+    con = sqlite3.connect(db, isolation_level=None)
+    con.execute("BEGIN EXCLUSIVE")
+    try:
+        result = run_cli("cache", "prune", cache, "--unused-days", "0", "--db", db)
+    finally:
+        con.execute("COMMIT")
+        con.close()
+    assert result.exit_code == 1 and len(result.output.splitlines()) == 1, result.output
+    assert result.output.startswith("error: ") and "database is locked" in result.output
+    assert _hashes(cache) == before
+    assert query(db, "SELECT count(*) FROM cache_prunes") == [(0,)]
+
+
+def test_an_entry_that_cannot_go_is_a_line_and_the_rest_go_recorded(tmp_path, any_db, monkeypatch):
+    cache, db = tmp_path / "cache", any_db
+    entries = _old_entries(cache, 4)
+    stuck = entries[1]  # another user's entry in a sticky dir: the system refuses its unlink
+    (cache / f"{entries[2].name.removesuffix('-cache')}-atime").mkdir()  # an -atime "file" that is a dir
+    foreign = cache / os.fsdecode(b"jit_\xff-" + b"e" * 64 + b"-cache")  # a name that is not UTF-8: not JAX's
+    foreign.write_bytes(b"x")
+    os.utime(foreign, (MONTH_AGO, MONTH_AGO))
+    add(db, tmp_path, rec())
+    real_unlink = Path.unlink
+
+    def unlink(self, *args, **kw):
+        if self == stuck:
+            raise PermissionError(1, "Operation not permitted")
+        return real_unlink(self, *args, **kw)
+
+    monkeypatch.setattr(Path, "unlink", unlink)
+    result = run_cli("cache", "prune", cache, "--unused-days", "0", "--db", db)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert f"not removed jit_1 bbbbbbbbbbbb ({stuck.stat().st_size / 1e6:.2f} MB): cannot remove it: Operation not permitted" in lines
+    assert any(ln.startswith("removed jit_2 ") and ln.endswith("; its atime file stays: Is a directory") for ln in lines)
+    assert lines[-2].startswith("removed 3 entries, ")
+    gone = sorted(e.name.removesuffix("-cache") for e in entries if not e.exists())
+    assert len(gone) == 3 and stuck.exists() and foreign.exists()
+    assert sorted(k for k, in query(db, "SELECT cache_key FROM cache_prunes")) == gone  # each removal, and no other
+
+
+def test_a_held_jax_lock_is_waited_for_once_per_prune_not_per_entry(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    entries = _old_entries(cache, 20)
+    monkeypatch.setattr(prune, "LOCK_TIMEOUT_S", 0.2)
+    with open(cache / ".lockfile", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # a job suspended by SLURM inside JAX's lock
+        started = time.monotonic()
+        result = run_cli("cache", "prune", cache, "--unused-days", "0")
+        took = time.monotonic() - started
+    lines = result.output.splitlines()
+    assert sum(ln.endswith(": JAX's lock of the dir is held (a prune waits 0.2 s for it in all)") for ln in lines) == 20
+    assert took < 20 * 0.2 / 4 and all(e.exists() for e in entries)  # one wait, not one per entry
+
+
+def test_max_size_counts_jaxs_entries_only(tmp_path):
+    cache = tmp_path / "cache"
+    entries = _old_entries(cache, 2)
+    (cache / "core.12345").write_bytes(b"\0" * 10**7)  # a core dump: never pruned, never counted
+    os.utime(cache / "core.12345", (MONTH_AGO, MONTH_AGO))
+    fits = sum(e.stat().st_size for e in entries)
+    result = run_cli("cache", "prune", cache, "--max-size", str(fits))
+    assert result.output.splitlines()[0] == f"nothing to prune: 3 entries, {fits / 1e6:.2f} MB, within --max-size {fits / 1e6:.2f} MB"
+    assert all(e.exists() for e in entries)
+
+
+@pytest.mark.parametrize("command", [("cache", "prune"), ("cache",)])
+def test_a_db_that_is_not_there_is_refused_not_read_as_no_ledger(tmp_path, command):
+    cache = tmp_path / "cache"
+    entries = _old_entries(cache, 2)
+    args = ("--unused-days", "0") if "prune" in command else ()
+    result = run_cli(*command, cache, *args, "--db", tmp_path / "ledgr.db")
+    assert (result.exit_code, result.output) == (1, f"error: no ledger database at {tmp_path / 'ledgr.db'}\n")
+    assert all(e.exists() for e in entries) and not (tmp_path / "ledgr.db").exists()
+
+
+@pytest.mark.parametrize("command", [("cache", "prune"), ("cache",)])
+def test_an_empty_dir_argument_is_refused(tmp_path, command):
+    here = _entry(tmp_path, _key("jit_here", "a"), 1)  # the current folder holds an entry
+    result = run_cli(*command, "", "--unused-days", "0")
+    assert (result.exit_code, result.output) == (
+        2, "error: the cache dir is an empty path: give the dir (. for the current one)\n")
+    assert here.exists()
+
+
+def test_too_large_a_number_of_unused_days_for_the_inventory_is_one_line(tmp_path):
+    cache = tmp_path / "cache"
+    _old_entries(cache, 1)
+    result = run_cli("cache", cache, "--unused-days", "1" + "0" * 400)
+    assert result.exit_code == 2 and result.output.startswith("error: --unused-days must be a whole number of days")
+    assert len(result.output.splitlines()) == 1

@@ -3,14 +3,21 @@ it serves, its warm hits, the seconds they saved, when it was last used, and whe
 is dead weight.
 
 A row and an entry meet by JAX's cache key (compile_records.cache_key is the entry's
-name without its suffix). A warm hit saved the median cold compile of the same key, or,
+name without its suffix), in this dir, on this host: a row of another dir with the same
+key (a copied cache) or of another node's dir of the same path (a node-local /tmp) is
+another entry's use. Where the dir is on a network filesystem, every host's rows of it
+count: they all read this one dir. A row's dir is read the same from any working directory:
+its real path, or, for a relative one from an older ledger, nothing (what it was relative
+to is not known). A warm hit saved the median cold compile of the same key, or,
 where the ledger never saw that key cold, the compile seconds JAX recorded inside the
 entry; less what the warm compile still took (never below 0).
 """
 
 from __future__ import annotations
 
+import os
 import re
+import socket
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -93,12 +100,25 @@ def _version(v: str | None) -> tuple:
     return tuple(int(x) for x in re.findall(r"\d+", v or ""))
 
 
-def _rows(conn, keys: set[str]) -> dict[str, list[dict]]:
-    sql = (f"SELECT cache_key, cache_state, compile_s, timestamp, command, objective, transform, function,"
-           f" jax_version FROM compile_records WHERE cache_key IS NOT NULL AND {ok_sql()}")
+def _rows(conn, keys: set[str], cache_dir: Path) -> dict[str, list[dict]]:
+    """The ok rows of each key that used this very dir (its real path, whichever link a
+    row named it by), on this host unless the dir is on a network filesystem."""
+    from functools import cache
+
+    from ledger.storage.sqlite_file import network_filesystem
+
+    here = os.path.realpath(cache_dir)
+    host = None if network_filesystem(Path(cache_dir)) else socket.gethostname()
+
+    @cache
+    def same_dir(stored: str | None) -> bool:  # an absolute path reads the same from any directory
+        return bool(stored) and os.path.isabs(stored) and os.path.realpath(stored) == here
+
+    sql = (f"SELECT cache_key, cache_dir, hostname, cache_state, compile_s, timestamp, command, objective, transform,"
+           f" function, jax_version FROM compile_records WHERE cache_key IS NOT NULL AND {ok_sql()}")
     out: dict[str, list[dict]] = {}
     for r in conn.execute(sa.text(sql)).mappings():
-        if r["cache_key"] in keys:
+        if r["cache_key"] in keys and host in (None, r["hostname"]) and same_dir(r["cache_dir"]):
             out.setdefault(r["cache_key"], []).append(dict(r))
     return out
 
@@ -154,9 +174,9 @@ def build(cache_dir: Path, engine=None, unused_days: int = 30, now: float | None
     rows: dict[str, list[dict]] = {}
     if engine is not None:
         with engine.connect() as conn:
-            rows = _rows(conn, {i.entry.key for i in items})
+            rows = _rows(conn, {i.entry.key for i in items}, cache_dir)
     for i in items:
         if i.entry.key in rows:
             _fill(i, rows[i.entry.key], now)
     _dead(items, unused_days, now, engine is not None)
-    return Inventory(str(cache_dir), items, unused_days, sum(len(v) for v in rows.values()), ledger)
+    return Inventory(os.path.realpath(cache_dir), items, unused_days, sum(len(v) for v in rows.values()), ledger)

@@ -4,13 +4,13 @@ for `ledger cache inventory DIR`, read-only), and `ledger cache prune DIR`."""
 from __future__ import annotations
 
 import json as jsonlib
-from pathlib import Path
 from typing import Annotated
 
 import typer
 from typer.core import TyperGroup
 
 from ledger.cli.options import DbOpt
+from ledger.errors import LedgerError
 
 INVENTORY = "inventory"
 
@@ -37,12 +37,24 @@ def _mb(n: int) -> str:
     return f"{n / 1e6:.2f} MB"
 
 
+def _days(value: str | None) -> int | None:
+    from ledger.cache.prune import parse_days
+
+    return None if value is None else parse_days(value)
+
+
+def _size(value: str | None) -> int | None:
+    from ledger.cache.prune import parse_size
+
+    return None if value is None else parse_size(value)
+
+
 @app.command(INVENTORY, short_help="What the dir holds and what each entry saved (read-only); the default.")
 def cache_cmd(
-    cache_dir: Annotated[Path, typer.Argument(help="A JAX persistent-cache dir (jax_compilation_cache_dir).")],
+    cache_dir: Annotated[str, typer.Argument(help="A JAX persistent-cache dir (jax_compilation_cache_dir).")],
     json: Annotated[bool, typer.Option("--json", help="One JSON object: entries and totals.")] = False,
-    unused_days: Annotated[int, typer.Option("--unused-days", min=1, metavar="N",
-                                             help="An entry unused for N days is dead weight.")] = 30,
+    unused_days: Annotated[str, typer.Option("--unused-days", callback=_days, metavar="N",
+                                             help="An entry unused for N days is dead weight.")] = "30",
     db: DbOpt = None,
 ) -> None:
     """Inventory a JAX cache dir: each entry's function, size, the compile seconds JAX recorded
@@ -77,21 +89,9 @@ def cache_cmd(
         typer.echo(f"({SHOWN} largest of {len(inv.items)} entries shown; --json lists every one)")
 
 
-def _days(value: str | None) -> int | None:
-    from ledger.cache.prune import parse_days
-
-    return None if value is None else parse_days(value)
-
-
-def _size(value: str | None) -> int | None:
-    from ledger.cache.prune import parse_size
-
-    return None if value is None else parse_size(value)
-
-
 @app.command("prune", short_help="Remove the entries that save least per byte, never one used within N days.")
 def prune_cmd(
-    cache_dir: Annotated[Path, typer.Argument(help="A JAX persistent-cache dir (jax_compilation_cache_dir).")],
+    cache_dir: Annotated[str, typer.Argument(help="A JAX persistent-cache dir (jax_compilation_cache_dir).")],
     unused_days: Annotated[str | None, typer.Option(
         "--unused-days", callback=_days, metavar="N",
         help="Never remove an entry used within N days; alone: remove every entry unused for N days."
@@ -111,11 +111,15 @@ def prune_cmd(
     from ledger import command
 
     plan = command.cache_prune(cache_dir, db, unused_days=unused_days, max_size=max_size, dry_run=dry_run)
+    if plan.stopped and not plan.removed:
+        raise LedgerError(f"{plan.stopped}; nothing was removed")
     if json:
         typer.echo(jsonlib.dumps(plan.as_json(), indent=1))
-        return
-    for line in prune_lines(plan):
-        typer.echo(line)
+    else:
+        for line in prune_lines(plan):
+            typer.echo(line)
+    if plan.stopped:  # what was removed is said above, and recorded; the rest stayed
+        raise LedgerError(plan.stopped)
 
 
 def prune_lines(plan) -> list[str]:
@@ -145,10 +149,10 @@ def _removal_line(verb: str, r) -> str:
     from ledger.output import shown
 
     entry = f"{shown(r.item.entry.function)} {r.item.entry.key.rsplit('-', 1)[-1][:12]}"
-    if r.skipped:  # a writer rewrote it, JAX's lock was held, or it went meanwhile
+    if r.skipped:  # a writer rewrote it, JAX's lock was held, the system refused, or it went meanwhile
         return f"not removed {entry} ({_mb(r.item.entry.bytes)}): {r.skipped}"
     return (f"{verb} {entry}: {_mb(r.item.entry.bytes)}, {_seconds(r.item.entry.jax_compile_s)} s of compile given up"
-            f" ({r.reason})")
+            f" ({r.reason})" + (f"; {r.note}" if r.note else ""))
 
 
 def _seconds(value: int | None) -> str:
