@@ -216,6 +216,18 @@ def now_timestamp() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def stored_cache_dir(path: str | None) -> str | None:
+    """A cache dir as a row keeps it: absolute, its links resolved, so that every command
+    reads the same dir from any working directory (a relative JAX_COMPILATION_CACHE_DIR
+    once meant "pruned" from one directory and "same cache key" from another); a URL
+    (gs://...) as given. Resolved where the compile ran, against its working directory."""
+    import os
+
+    if not path or "://" in str(path):
+        return path or None
+    return os.path.realpath(os.path.expanduser(str(path)))
+
+
 def blank_record() -> dict:
     """A probe record with every field present and unset."""
     return dict.fromkeys(PROBE_RECORD_FIELDS)

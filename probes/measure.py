@@ -19,7 +19,7 @@ from ledger.probes import jax_internals as ji
 from ledger.probes.objectives import Objective
 from ledger.probes.progress import COMPILING, DONE, FAILED, FIRST_CALL, STEADY, TRACING
 
-from ledger.record import PROBE_RECORD_FIELDS, STATUS_FAILED, STATUS_OK, blank_record
+from ledger.record import PROBE_RECORD_FIELDS, STATUS_FAILED, STATUS_OK, blank_record, stored_cache_dir
 
 # Captured at import, before configure_jax() writes to jax.config: an env-configured
 # cache dir is honoured (and recorded) when no --cache-dir is given.
@@ -43,7 +43,7 @@ def configure_jax(cache_dir: str | None) -> dict:
     makes a later configuration take effect in a process that already compiled.
     Returns what was decided, for provenance.
     """
-    effective = cache_dir or _ENV_CACHE_DIR_AT_IMPORT
+    effective = cache_dir or stored_cache_dir(_ENV_CACHE_DIR_AT_IMPORT)
     source = "argument" if cache_dir else ("environment" if effective else None)
     ji.set_option(ji.OPT_CACHE_DIR, effective)
     time_from_env = os.environ.get(ji.ENV_MIN_COMPILE_TIME) is not None

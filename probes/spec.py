@@ -17,7 +17,7 @@ from ledger.probes.errors import ProbeError
 from ledger.probes.objectives import Objective, resolve_objective
 from ledger.probes.transforms import TRANSFORMS, parse_transforms, validate_batching
 
-from ledger.record import BUILDER_INPUTS
+from ledger.record import BUILDER_INPUTS, stored_cache_dir
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,8 @@ def _check_text_values(spec: ProbeSpec) -> None:
 
 
 def _cache_dir(value: str | None) -> str | None:
-    """The absolute path, created; None stays None (the env's dir, or no cache)."""
+    """The absolute path, created, as a row keeps it (stored_cache_dir()); None stays None
+    (the env's dir, or no cache)."""
     if not value:
         return None
     path = os.path.abspath(os.path.expanduser(str(value)))
@@ -99,7 +100,7 @@ def _cache_dir(value: str | None) -> str | None:
         os.makedirs(path, exist_ok=True)
     except OSError as err:
         raise ProbeError(f"cannot create cache dir {value!r}: {err.strerror}") from None
-    return path
+    return stored_cache_dir(path)
 
 
 @dataclass

@@ -295,3 +295,32 @@ def test_recording_in_process_refuses_a_bad_tag_before_the_block(tmp_path, monke
             ledger.recording(db=str(tmp_path / "nb.db"), tag="a\nb"):
         ran.append(True)
     assert ran == [] and not (tmp_path / "nb.db").exists()
+
+
+TINY = """
+import jax, jax.numpy as jnp
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+print(float(jax.jit(lambda v: jnp.sum(v * 3.5))(jnp.ones(5))))
+"""
+
+
+@pytest.mark.jax
+def test_a_relative_or_linked_cache_dir_is_kept_as_the_real_dir_and_read_the_same_from_anywhere(tmp_path, monkeypatch):
+    real = tmp_path / "real-cache"
+    real.mkdir()
+    (tmp_path / "cache-link").symlink_to(real)
+    db, prog = tmp_path / "ledger.db", program(tmp_path, TINY, "tiny.py")
+    env = {"JAX_COMPILATION_CACHE_DIR": "cache-link"}  # relative, and through a link
+    for _ in range(2):  # cold, then warm
+        assert recorded(tmp_path, db, PY, prog, env=env).returncode == 0
+    assert {d for d, in query(db, "SELECT DISTINCT cache_dir FROM compile_records")} == {str(real)}
+    pruned = run_cli("cache", "prune", "cache-link", "--unused-days", "0", "--db", db)
+    assert pruned.exit_code == 0, pruned.output
+    assert {d for d, in query(db, "SELECT DISTINCT cache_dir FROM cache_prunes")} == {str(real)}
+    assert recorded(tmp_path, db, PY, prog, env=env).returncode == 0
+    (cold,), = query(db, "SELECT max(id) FROM compile_records WHERE function LIKE 'jit__lambda%'")
+    said = []
+    for where in (tmp_path, Path("/")):
+        monkeypatch.chdir(where)
+        said.append(run_cli("explain", cold, "--db", db).output.splitlines()[3])
+    assert said[0] == said[1] and said[0].startswith("cause: pruned: entry removed by ledger cache prune at "), said

@@ -35,6 +35,7 @@ from ledger.record import (
     STATUS_OK,
     blank_record,
     now_timestamp,
+    stored_cache_dir,
 )
 from ledger.recorder import spool
 from ledger.recorder.config import RecordConfig
@@ -135,7 +136,7 @@ class Recorder:
         rec = blank_record()
         rec.update(self.static_fields())
         text = ji.module_text(computation)
-        cache_dir = ji.option(ji.OPT_CACHE_DIR) or None
+        cache_dir = stored_cache_dir(ji.option(ji.OPT_CACHE_DIR))
         pid, index = self._counter.next()
         rec.update({
             "function": ji.module_name(computation),
