@@ -204,11 +204,43 @@ def upgrade(db=None, revision: str = "head") -> str | None:
         return ledger.revision
 
 
-def downgrade(revision: str, db=None) -> str | None:
-    """`ledger db downgrade`: lossless (docs/migrations.md); the revision it is at after."""
+def downgrade(revision: str, db=None, *, drop_data: bool = False) -> str | None:
+    """`ledger db downgrade`: lossless down to 0001 (docs/migrations.md); the revision it is
+    at after. Down to base every table goes, rows and all: refused on a ledger that holds
+    any row unless ``drop_data``."""
     with _open(db, "migrate", create=False) as ledger:
+        rows = 0 if drop_data or not _down_to_base(revision, ledger.revision) else _rows_held(ledger.engine)
+        if rows:
+            raise LedgerError(f"downgrading {ledger.display} to base drops every table and the {rows} rows in them:"
+                              " give --drop-data to do so (ledger export keeps a copy)")
         ledger.migrate("downgrade", revision)
         return ledger.revision
+
+
+def _down_to_base(revision: str, current: str | None) -> bool:
+    """Whether downgrading from ``current`` to ``revision`` (base, a revision, -N) ends at base."""
+    from ledger.storage.revisions import REVISIONS
+
+    if revision.strip().lower() == "base":
+        return True
+    if revision.startswith("-") and revision[1:].isdigit() and current in REVISIONS:
+        return REVISIONS.index(current) - int(revision[1:]) < 0
+    return False
+
+
+# Tables whose rows a ledger makes again from the others: alembic's own, and the cache
+# cells' summary (ledger/watch/cells.py) with its bookkeeping row, which every ledger has.
+_REMADE = {"alembic_version", "cache_cells", "cache_cells_state"}
+
+
+def _rows_held(engine) -> int:
+    """The rows a downgrade to base would lose: of every table but those the ledger makes
+    again (the stashes of lossless downgrades count)."""
+    import sqlalchemy as sa
+
+    with engine.connect() as conn:
+        names = [t for t in sa.inspect(conn).get_table_names() if t not in _REMADE]
+        return sum(conn.execute(sa.text(f'SELECT count(*) FROM "{t}"')).scalar_one() for t in names)
 
 
 def current(db=None) -> tuple[str | None, str]:

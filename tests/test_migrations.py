@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import pytest
 from sqlalchemy import create_engine, inspect
 
 from ledger.storage.models import metadata
-from ledger.storage.revisions import HEAD
+from ledger.storage.revisions import HEAD, REVISIONS
 
 from .conftest import (
     CORPUS,
@@ -268,7 +269,6 @@ def test_revision_list_matches_the_chain():
     from alembic.script import ScriptDirectory
 
     from ledger.storage.migrate import alembic_config
-    from ledger.storage.revisions import REVISIONS
 
     script = ScriptDirectory.from_config(alembic_config("sqlite:///unused.db"))
     chain = [s.revision for s in script.walk_revisions()][::-1]
@@ -356,12 +356,30 @@ def test_base_leaves_no_ledger_table_and_upgrades_again(any_db, tmp_path):
     migrate(any_db, "downgrade", "0001")
     assert "_ledger_stash_0007" in _tables(any_db)
 
-    down = run_cli("db", "downgrade", "base", "--db", any_db)
+    refused = run_cli("db", "downgrade", "base", "--db", any_db)
+    assert refused.exit_code == 1 and refused.output.startswith(f"error: downgrading {any_db} to base drops every")
+    assert refused.output.endswith(" rows in them: give --drop-data to do so (ledger export keeps a copy)\n")
+    assert "_ledger_stash_0007" in _tables(any_db)  # refused: nothing dropped
+    down = run_cli("db", "downgrade", "base", "--drop-data", "--db", any_db)
     assert (down.exit_code, down.output) == (0, "at revision base (empty)\n")
     assert _tables(any_db) == {"alembic_version"}
     up = run_cli("db", "upgrade", "--db", any_db)
     assert (up.exit_code, up.output) == (0, f"at revision {HEAD}\n")
     assert query(any_db, "SELECT count(*) FROM compile_records") == [(0,)]
+
+
+@pytest.mark.slow
+def test_base_is_refused_on_a_ledger_with_rows_unless_drop_data(any_db, tmp_path):
+    assert run_cli("import", write_json(tmp_path / "r.json", compile_records_of_corpus()[:2]), "--db", any_db).exit_code == 0
+    for target in ("base", "BASE", f"-{len(REVISIONS)}"):
+        refused = run_cli("db", "downgrade", "--db", any_db, "--", target)
+        assert refused.exit_code == 1 and len(refused.output.splitlines()) == 1, refused.output
+        assert re.fullmatch(rf"error: downgrading {re.escape(str(any_db))} to base drops every table and the \d+ rows"
+                            r" in them: give --drop-data to do so \(ledger export keeps a copy\)\n", refused.output)
+    assert query(any_db, "SELECT count(*) FROM compile_records") == [(2,)]
+    assert run_cli("db", "downgrade", "0001", "--db", any_db).exit_code == 0  # lossless: not refused
+    assert run_cli("db", "downgrade", "base", "--drop-data", "--db", any_db).output == "at revision base (empty)\n"
+    assert "--drop-data" in run_cli("db", "downgrade", "--help").output
 
 
 # -- 0012: function_kind, pid, compile_index --------------------------------------------
@@ -421,7 +439,7 @@ def test_0012_stash_goes_with_base(db):
     _recorded_rows(db)
     migrate(db, "downgrade", "0010")
     assert "_ledger_stash_0012" in _tables(db)
-    assert run_cli("db", "downgrade", "base", "--db", db).exit_code == 0
+    assert run_cli("db", "downgrade", "base", "--drop-data", "--db", db).exit_code == 0
     assert _tables(db) == {"alembic_version"}
 
 

@@ -28,13 +28,16 @@ def upgrade_cmd(
 
 @app.command("downgrade")
 def downgrade_cmd(
-    revision: Annotated[str, typer.Argument(help="Target revision, e.g. 0001, or base.")],
+    revision: Annotated[str, typer.Argument(help="Target revision, e.g. 0001 (base drops every table).")],
+    drop_data: Annotated[bool, typer.Option(
+        "--drop-data", help="Down to base: drop every table even when they hold rows.")] = False,
     db: DbOpt = None,
 ) -> None:
-    """Downgrade the schema to REVISION (lossless: see the README)."""
+    """Downgrade the schema to REVISION: lossless down to 0001 (docs/migrations.md). Base drops
+    every table, and is refused on a ledger with rows unless --drop-data is given."""
     from ledger import command
 
-    _at(command.downgrade(revision, db))
+    _at(command.downgrade(revision, db, drop_data=drop_data))
 
 
 @app.command("current")
