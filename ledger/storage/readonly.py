@@ -13,12 +13,14 @@ makes at once is raised before anything is printed. A SIGINT (KeyboardInterrupt)
 stops the query inside the database: SQLite's progress handler lets Python's signal
 handler run while a statement steps, and psycopg cancels the query on the server.
 
-One value costs at most CELL_LIMIT: a larger one is refused, in one line
-(TOO_BIG_MSG). SQLite is told the limit (SQLITE_LIMIT_LENGTH, Python 3.11+), so it
-never builds the value (zeroblob(1e9) is refused at once, at no cost); refused, not
-cut, because SQLite has no way to cut a value it was not allowed to build, and a
-step of the query over the limit fails the same way. On Python 3.10 and PostgreSQL
-the value is checked as it arrives: the output is as bounded, the memory is not.
+One value of the answer is at most CELL_LIMIT: a larger one is refused, in one line
+(TOO_BIG_MSG), as it arrives. SQLite is told a larger limit, BUILD_LIMIT
+(SQLITE_LIMIT_LENGTH, Python 3.11+), on what a step of the query may build: a huge
+value (zeroblob(1e9)) is refused at once, at no cost (BUILD_MSG), while length(x) and
+substr(x, 1, n) of a stored value over CELL_LIMIT, which SQLite must read whole, still
+answer (at CELL_LIMIT itself they could not: the way to look at a big value was refused
+with it). On Python 3.10 and PostgreSQL there is no build limit: the output is as
+bounded, the memory is not.
 """
 
 from __future__ import annotations
@@ -60,7 +62,12 @@ STREAM_CHUNK = 1000
 # rows of them would still fit (the table stops at output.TABLE_BYTES anyway).
 CELL_LIMIT = 1 << 20
 TOO_BIG_MSG = (f"sql error: a value is over {CELL_LIMIT} bytes, the cap on one value of ledger sql: "
-               "select a part of it (substr(x, 1, n)) or its length")
+               "select a part of it (substr(x, 1, n)) or its length (length(x))")
+# What a step of a SQLite query may build: far above any value a ledger stores, so that
+# length() and substr() read any of them; far below what would take a machine's memory.
+BUILD_LIMIT = 64 << 20
+BUILD_MSG = (f"sql error: the query builds a value over {BUILD_LIMIT} bytes, more than ledger sql lets"
+             " SQLite make: select less")
 _ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
 
 
@@ -110,18 +117,22 @@ def _too_big(value) -> bool:
 
 
 def _capped(rows: Iterator[tuple]) -> Iterator[tuple]:
-    """`rows`, refused at the first value over CELL_LIMIT: where the database could
-    not be told the limit."""
+    """`rows`, refused at the first value over CELL_LIMIT. Every row passes through it,
+    so the common value (a number, a short text) costs a class test and no call."""
+    quick = CELL_LIMIT // 4  # fewer characters than this are under CELL_LIMIT bytes in UTF-8
     for row in rows:
-        if any(_too_big(v) for v in row):
-            raise LedgerError(TOO_BIG_MSG)
+        for v in row:
+            cls = v.__class__
+            if (cls is str or cls is bytes or cls is bytearray or cls is memoryview) and len(v) > quick \
+                    and _too_big(v):
+                raise LedgerError(TOO_BIG_MSG)
         yield row
 
 
 def _sqlite_error(exc: sqlite3.Error) -> BaseException:
     text = str(exc)
     if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_TOOBIG or text == "string or blob too big":
-        return LedgerError(TOO_BIG_MSG)
+        return LedgerError(BUILD_MSG)
     if isinstance(exc, sqlite3.OperationalError) and text == "interrupted":
         return KeyboardInterrupt()
     if isinstance(exc, sqlite3.ProgrammingError) and "one statement" in text:
@@ -168,18 +179,15 @@ def _sqlite_query(path, query: str) -> Iterator[Result]:
                 con.execute("PRAGMA query_only = ON")
             except sqlite3.DatabaseError as exc:
                 raise LedgerError(f"cannot read {path}: {exc}") from None
-            capped_by_sqlite = hasattr(con, "setlimit")  # Python 3.11+
-            if capped_by_sqlite:
-                con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, CELL_LIMIT)
+            if hasattr(con, "setlimit"):  # Python 3.11+
+                con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, BUILD_LIMIT)
             con.set_authorizer(_authorizer)
             con.set_progress_handler(_go_on, PROGRESS_STEPS)
             try:
                 cur = _execute(con, query, wait_s)
             except sqlite3.Error as exc:
                 raise _sqlite_error(exc) from None
-            rows = _sqlite_rows(cur)
-            if not capped_by_sqlite:
-                rows = _capped(rows)
+            rows = _capped(_sqlite_rows(cur))
             try:
                 yield Result([d[0] for d in cur.description or ()], _primed(rows))
             finally:
