@@ -163,3 +163,13 @@ def test_option_help_keeps_its_bracketed_text():
     the database comes from when --db is not given."""
     out = " ".join(_run("check", "--help").stdout.replace("│", " ").split())
     assert "SQLAlchemy URL (else $LEDGER_DB, else ./ledger.db)." in out
+
+
+@pytest.mark.parametrize("args", [("runs", "--limit", "9" * 20), ("sql", "SELECT 1", "--limit", "9" * 20),
+                                  ("sql", "SELECT 1", "--csv", "--limit", "1" + "0" * 400),
+                                  ("runs", "--limit", "-1")])
+def test_a_number_too_large_for_its_option_is_one_line_exit_2(db, args):
+    assert run_cli("db", "upgrade", "--db", db).exit_code == 0
+    result = run_cli(*args, "--db", db)
+    assert result.exit_code == 2 and len(result.output.splitlines()) == 1, result.output
+    assert result.output.startswith("error: --limit must be a whole number from 0 to 9223372036854775807, not ")

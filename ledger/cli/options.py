@@ -44,6 +44,24 @@ def _text_value(ctx: typer.Context, param: typer.CallbackParam, value: str | Non
         raise error from None
 
 
+class OptionError(LedgerError):
+    """A value its option cannot take: one line and exit 2 (a usage error), never a traceback."""
+
+    exit_code = 2
+
+
+COUNT_MAX = 2**63 - 1  # the largest integer SQLite and PostgreSQL take (and islice)
+
+
+def count(_ctx: typer.Context, param: typer.CallbackParam, value: int | None) -> int | None:
+    """A whole number of things, 0 to COUNT_MAX (a number past it was a traceback)."""
+    if value is None or 0 <= value <= COUNT_MAX:
+        return value
+    text = str(value)
+    shown = text if len(text) <= 40 else f"{text[:20]}... ({len(text)} digits)"
+    raise OptionError(f"{param.opts[0]} must be a whole number from 0 to {COUNT_MAX}, not {shown}")
+
+
 # Not envvar=LEDGER_DB: the resolver reads the environment itself, and only a URL
 # typed on the command line is refused for carrying a password.
 DbOpt = Annotated[

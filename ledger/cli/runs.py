@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ledger.cli.options import DbOpt
+from ledger.cli.options import DbOpt, count
 from ledger.cli.pins import DatasetOpt, HardwareOpt, HostnameOpt, InstrumentOpt, ModelOpt, TransformOpt, filters_of
 
 COLUMNS = ("run", "started", "host", "what", "compiles", "cold", "warm", "compile_s", "saved_s")
@@ -21,7 +21,7 @@ def _saved(run) -> str:
 
 def runs_cmd(
     json: Annotated[bool, typer.Option("--json", help="A JSON list, one object per run.")] = False,
-    limit: Annotated[int, typer.Option("--limit", min=0, metavar="N", help="At most N runs; 0: all.")] = 20,
+    limit: Annotated[int, typer.Option("--limit", callback=count, metavar="N", help="At most N runs; 0: all.")] = 20,
     hardware: HardwareOpt = None, hostname: HostnameOpt = None, dataset_class: DatasetOpt = None,
     model_type: ModelOpt = None, instrument: InstrumentOpt = None, transform: TransformOpt = None,
     db: DbOpt = None,

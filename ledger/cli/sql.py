@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from ledger.cli.options import DbOpt
+from ledger.cli.options import DbOpt, count
 from ledger.errors import LedgerError
 
 TABLE_LIMIT = 1000
@@ -50,7 +50,7 @@ def sql_cmd(
     json: Annotated[bool, typer.Option(
         "--json", help="JSON lines, streamed: one object per row ({column: value}), every row, as it comes.")] = False,
     limit: Annotated[int | None, typer.Option(
-        "--limit", min=0, metavar="N",
+        "--limit", callback=count, metavar="N",
         help=f"At most N rows; 0: all. Default: {TABLE_LIMIT} for the table (which holds its rows to align them), "
              "all for --csv and --json.")] = None,
     db: DbOpt = None,
