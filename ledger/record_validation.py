@@ -334,7 +334,11 @@ def _with_extras(provenance: str | None, extras: dict) -> str:
 
 
 def instrument_row(rec: dict, *, default_hardware: str | None = None) -> dict:
-    """An instrument_records row: the record kept whole, common fields as columns."""
+    """An instrument_records row: the record kept whole, common fields as columns; its
+    timestamp held to the same form as a compile record's (rows are ordered by it)."""
+    stamp = rec.get("timestamp")
+    if stamp is not None:
+        _check_measures({"timestamp": _check("timestamp", stamp, str)})
     row = {name: (None if rec.get(name) is None else str(rec.get(name))) for name in INSTRUMENT_COLUMNS}
     for name, value in row.items():
         if value is None:

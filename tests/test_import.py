@@ -317,6 +317,20 @@ def test_a_bad_timestamp_or_duration_is_one_line_and_writes_nothing(tmp_path, db
     assert _counts(db) == (CORPUS_COMPILE, CORPUS_SIBLINGS)  # not even the good file's record
 
 
+@pytest.mark.parametrize("stamp, words", [("yesterday", f"{STAMP} ('yesterday')"),
+                                          ("2026-12-03 19:00:00", f"{STAMP} ('2026-12-03 19:00:00')"),
+                                          (20261203, "timestamp is not a string (20261203)")])
+def test_an_instrument_records_timestamp_is_held_to_the_same_form(tmp_path, db, stamp, words):
+    """A sibling record (no compile_s: an export probe, a trace profile) is ordered by its
+    timestamp as a compile row is, so it is refused on the same words."""
+    bad = write_json(tmp_path / "tree" / "local_cpu" / "export_probe.json",
+                     [{"kind": "export_probe", "tag": "e1", "timestamp": "2026-07-17T09:59:45"},
+                      {"kind": "export_probe", "tag": "e2", "timestamp": stamp}])
+    result = run_cli("import", tmp_path / "tree", "--db", db)
+    assert (result.exit_code, result.output) == (1, f"error: {bad}: record 1: {words}\n")
+    assert not db.exists() or _counts(db) == (0, 0)
+
+
 @pytest.mark.parametrize("field,value,words", [
     ("timestamp", "2026-12-03 19:00:00", f"{STAMP} ('2026-12-03 19:00:00')"),
     ("timestamp", "2026-13-03T19:00:00", f"{STAMP} ('2026-13-03T19:00:00')"),
