@@ -364,6 +364,30 @@ def test_write_to_a_read_only_database_is_one_line(tmp_path, own_dir, corpus_db,
     assert _sha(db) == before and not Path(f"{db}-journal").exists()
 
 
+READS = {"sql": ["sql", COUNTS_SQL, "--csv"], "runs": ["runs"], "report": ["report"], "export": ["export"]}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize("command", list(READS))
+def test_a_wal_ledger_in_a_folder_the_reader_cannot_write_is_read(tmp_path, own_dir, corpus_db, how, command):
+    """A group's shared ledger, read-only to most: SQLite cannot make the -shm file a WAL
+    reader needs beside it, and every read command failed with "attempt to write a
+    readonly database" (or "unable to open database file")."""
+    assert corpus_db.read_bytes()[18:20] == b"\x02\x02"  # written in WAL mode, as every write leaves it
+    if how == "mount":
+        db = corpus_db
+        code, stdout, stderr = _in_namespace(tmp_path, _read_only_mount(db.parent), *READS[command], "--db", db)
+    else:
+        shutil.copytree(corpus_db.parent, own_dir / "data")
+        db = own_dir / "data" / "ledger.db"
+        code, stdout, stderr = _as_unprivileged(own_dir, db.parent, 0o555, *READS[command], "--db", db)
+    assert (code, stderr) == (0, ""), stderr
+    if command == "sql":
+        assert stdout == f"c,i\n{CORPUS_COMPILE},{CORPUS_SIBLINGS}\n"
+    assert sorted(p.name for p in db.parent.iterdir()) == ["ledger.db"]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("how", HOW)
 def test_new_database_in_a_read_only_directory_is_one_line(tmp_path, own_dir, how):

@@ -21,8 +21,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import ArgumentError, OperationalError
 
 from ledger.errors import LedgerError
-from ledger.storage.sqlite_file import busy_timeout_s, is_locked
-from ledger.storage.url import redact
+from ledger.storage.sqlite_file import busy_timeout_s, connect_read_only, is_locked
+from ledger.storage.url import redact, sqlite_path
 
 # A PostgreSQL session whose every transaction is read-only: no statement text can
 # end the read-only transaction and start a writable one (COMMIT; DELETE ...).
@@ -48,6 +48,9 @@ def make_engine(url: str, *, read_only: bool = False, wal: bool = False) -> Engi
     timeout = busy_timeout_s() if url.startswith("sqlite") else None  # read once, for connect and BEGIN
     if timeout is not None:
         kwargs["connect_args"] = {"timeout": timeout}
+        path = sqlite_path(url) if read_only else None
+        if path is not None:  # opened read-only by SQLite itself, in a folder it may not write too
+            kwargs["creator"] = lambda: connect_read_only(path)
     try:
         engine = create_engine(url, **kwargs)
     except ModuleNotFoundError as exc:

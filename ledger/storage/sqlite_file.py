@@ -54,15 +54,42 @@ def busy_timeout_s() -> float:
     return value
 
 
-@contextmanager
-def read_only(path: Path) -> Iterator[sqlite3.Connection]:
-    """A connection that can neither create nor change the file at `path`, closed on
-    leaving. It waits the busy timeout, as a writer does: a reader of a file not in
-    WAL mode waits for the writer's lock. Errors are sqlite3's, for the caller to
-    name (a bad file fails on the first read, not here)."""
+def read_only_uri(path: Path) -> str:
+    """The URI that opens `path` read-only. A WAL file whose folder this user cannot write
+    (a group's shared ledger) and whose -wal file is not there (no writer has it open:
+    its first would make one) is opened immutable: SQLite cannot make the -shm file a
+    WAL reader needs there, and refused every read with "unable to open database file"."""
+    path = Path(path).resolve()
     # as_uri() percent-encodes the path: a '#' or '?' in a file name must not end the
     # path and drop mode=ro
-    con = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True, timeout=busy_timeout_s())
+    uri = f"{path.as_uri()}?mode=ro"
+    if _wal_file(path) and not os.access(path.parent, os.W_OK) and not Path(f"{path}-wal").exists():
+        uri += "&immutable=1"
+    return uri
+
+
+def _wal_file(path: Path) -> bool:
+    """Whether the file's header says WAL mode (its read and write versions, bytes 18-19, are 2)."""
+    try:
+        with open(path, "rb") as f:
+            header = f.read(20)
+    except OSError:
+        return False
+    return header[:16] == b"SQLite format 3\x00" and header[18:20] == b"\x02\x02"
+
+
+def connect_read_only(path: Path) -> sqlite3.Connection:
+    """A connection that can neither create nor change the file at `path` (read_only_uri()).
+    It waits the busy timeout, as a writer does: a reader of a file not in WAL mode waits
+    for the writer's lock."""
+    return sqlite3.connect(read_only_uri(path), uri=True, timeout=busy_timeout_s(), check_same_thread=False)
+
+
+@contextmanager
+def read_only(path: Path) -> Iterator[sqlite3.Connection]:
+    """connect_read_only(), closed on leaving. Errors are sqlite3's, for the caller to
+    name (a bad file fails on the first read, not here)."""
+    con = connect_read_only(path)
     try:
         yield con
     finally:
