@@ -324,3 +324,54 @@ def test_a_relative_or_linked_cache_dir_is_kept_as_the_real_dir_and_read_the_sam
         monkeypatch.chdir(where)
         said.append(run_cli("explain", cold, "--db", db).output.splitlines()[3])
     assert said[0] == said[1] and said[0].startswith("cause: pruned: entry removed by ledger cache prune at "), said
+
+
+# The spool's disk fills after the first compiles: each later write fails (a file-size
+# limit, the program's own, gives the same refusal a full disk gives, in this process only).
+FILLS = """
+import resource, signal
+import jax, jax.numpy as jnp
+seen = []
+jax.monitoring.register_event_duration_secs_listener(
+    lambda ev, d, **kw: seen.append(d) if ev == "/jax/core/compile/backend_compile_duration" else None)
+jax.jit(lambda v: v + 1.0)(jnp.ones(2))
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (0, resource.RLIM_INFINITY))
+for n in range(6):
+    jax.jit(lambda v: v * n + 2.0)(jnp.ones(3))
+print("seen", len(seen), flush=True)
+"""
+
+
+@pytest.mark.jax
+def test_compiles_lost_to_a_full_disk_are_counted(tmp_path):
+    out = recorded(tmp_path, tmp_path / "ledger.db", PY, program(tmp_path, FILLS, "fills.py"))
+    assert out.returncode == 0, out.stderr
+    seen = int(out.stdout.split()[1])
+    (rows,), = query(tmp_path / "ledger.db", "SELECT count(*) FROM compile_records")
+    lost = [ln for ln in out.stderr.splitlines() if " were not recorded (" in ln]
+    assert len(lost) == 1 and rows < seen, out.stderr
+    assert re.fullmatch(rf"ledger record: {seen - rows} compiles of process \d+ were not recorded \(OSError: .*\)", lost[0])
+
+
+STARTS = """
+import os, subprocess, sys
+import jax, jax.numpy as jnp
+jax.jit(lambda v: v + 1.0)(jnp.ones(2))
+child = "import jax, jax.numpy as jnp; jax.jit(lambda v: v * 5.0)(jnp.ones(2))"
+clean = {"PATH": os.environ["PATH"], "JAX_PLATFORMS": os.environ["JAX_PLATFORMS"]}
+subprocess.run([sys.executable, "-c", child], env=clean, check=True)
+own = dict(os.environ, PYTHONPATH="/nowhere")
+subprocess.run([sys.executable, "-c", child], env=own, check=True)
+subprocess.run([sys.executable, "-c", child], check=True)  # inherits the recording: heard
+"""
+
+
+@pytest.mark.jax
+def test_a_python_started_without_the_recording_is_named_in_the_closing_line(tmp_path):
+    out = recorded(tmp_path, tmp_path / "ledger.db", PY, program(tmp_path, STARTS, "starts.py"))
+    assert out.returncode == 0, out.stderr
+    said = [ln for ln in out.stderr.splitlines() if ln.startswith("ledger record: ")]
+    assert len(said) == 1, out.stderr
+    assert (f"; not recorded: it started a Python without the recording (its environment or PYTHONPATH replaced):"
+            f" {PY} (pid ") in said[0] and "(and 1 more)" in said[0], said[0]

@@ -194,3 +194,14 @@ def test_a_reader_waits_for_a_killed_programs_rows(tmp_path):
         proc.communicate()
     out = run_cli("sql", "--db", db, "--csv", "SELECT count(*) AS n FROM compile_records")
     assert (out.exit_code, out.output) == (0, "n\n3\n")
+
+
+def test_an_argument_that_is_not_utf8_leaves_every_compile_recorded(tmp_path):
+    db = tmp_path / "ledger.db"
+    prog = program(tmp_path, SPOOLS, "spools.py")
+    out = subprocess.run([str(LEDGER), "record", "--db", str(db), "--", PY, str(prog), "3", b"caf\xe9.npz"],
+                         check=False, capture_output=True, cwd=tmp_path, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert b"refused" not in out.stderr and out.stderr.startswith(b"ledger record: 3 compiles recorded into ")
+    commands = {c for c, in query(db, "SELECT command FROM compile_records")}
+    assert len(commands) == 1 and commands.pop().endswith(" 3 'caf\\xe9.npz'")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import re
 import sys
 import time
 import uuid
@@ -42,9 +43,56 @@ def start(config: RecordConfig) -> Recorder | None:
         return None
     _process = recorder
     writer.note(spool.STARTED)
+    _watch_children(config, writer)
     if config.main_pid == os.getpid():
         atexit.register(_goodbye, config)
     return recorder
+
+
+_PYTHON = re.compile(r"python[0-9.]*(\.exe)?")
+
+
+def _watch_children(config: RecordConfig, writer) -> None:
+    """Say in the spool, so that the run's closing line says it, when this process starts
+    a Python (through subprocess) whose environment drops the recording: its own
+    PYTHONPATH, or a clean environment. Such a child runs no sitecustomize of ours, so
+    its compiles are neither recorded nor heard of."""
+    import subprocess
+
+    init = subprocess.Popen.__init__
+    if getattr(init, "_ledger_watch", False):
+        return
+
+    def __init__(self, args, *rest, **kw):
+        try:
+            env = kw.get("env", rest[9] if len(rest) > 9 else None)
+            if env is not None and not kw.get("shell") and _drops_recording(env, config.run_dir) \
+                    and _is_python(kw.get("executable") or _first(args)):
+                writer.note(spool.UNRECORDED, why="it started a Python without the recording (its environment or"
+                                                  f" PYTHONPATH replaced): {_first(args)[:120]}")
+        except Exception:  # noqa: BLE001, S110 - never the program's failure
+            pass
+        init(self, args, *rest, **kw)
+
+    __init__._ledger_watch = True
+    subprocess.Popen.__init__ = __init__
+
+
+def _first(args) -> str:
+    first = args if isinstance(args, (str, bytes, os.PathLike)) else next(iter(args), "")
+    return os.fsdecode(first)
+
+
+def _is_python(program: str) -> bool:
+    return bool(_PYTHON.fullmatch(os.path.basename(program))) or os.path.realpath(program) == os.path.realpath(
+        sys.executable)
+
+
+def _drops_recording(env, run_dir: str) -> bool:
+    from ledger.recorder.config import ENV, SITE_DIR
+
+    paths = (env.get("PYTHONPATH") or "").split(os.pathsep)
+    return env.get(ENV) != run_dir or not any(os.path.realpath(p) == SITE_DIR for p in paths if p)
 
 
 def start_from_env() -> None:

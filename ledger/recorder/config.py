@@ -19,6 +19,8 @@ ENV = "LEDGER_RECORD"
 # Where the ledger's own code lives, for a program whose Python path lacks it: appended
 # (never prepended) at jax import, so the program's own packages still win.
 ENV_PATH = "LEDGER_RECORD_PATH"
+# The directory of the recorder's sitecustomize, put first on the command's PYTHONPATH.
+SITE_DIR = os.path.join(os.path.dirname(os.path.realpath(__file__)), "site")
 CELL = CELL_LABELS
 COMMAND_CAP = 2000  # characters of the command line kept on each row
 

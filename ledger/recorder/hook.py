@@ -51,6 +51,30 @@ def warn_once(what: str, err: BaseException | None = None) -> None:
         print(line.splitlines()[0][:300], file=sys.stderr, flush=True)
 
 
+class Lost:
+    """The compiles this process could not spool (a full disk: each write fails), counted,
+    and said at its exit with the count: the first failure's line alone said "a compile
+    was not recorded" of 190."""
+
+    def __init__(self):
+        self.pid, self.count, self.why = None, 0, ""
+
+    def add(self, err: BaseException) -> None:
+        if self.pid != os.getpid():  # first loss, or a forked child's own
+            self.pid, self.count, self.why = os.getpid(), 0, f"{type(err).__name__}: {err}"
+            import atexit
+
+            atexit.register(self.say)
+        self.count += 1
+        warn_once("a compile was not recorded", err)
+
+    def say(self) -> None:
+        if self.pid == os.getpid() and self.count:  # once (a forked child inherits the parent's hook too)
+            count, self.count = self.count, 0
+            print(f"ledger record: {count} compiles of process {self.pid} were not recorded"
+                  f" ({self.why.splitlines()[0][:200]})", file=sys.stderr, flush=True)
+
+
 class Recorder:
     """One process's recording: appends each compile's record to the spool the moment
     the compile returns (ledger/recorder/spool.py)."""
@@ -68,6 +92,7 @@ class Recorder:
         self._known_entries: dict[str, int] = {}  # cache dir -> entries, counted once
         self._entries_pid = os.getpid()
         self._counter = CompileCounter()
+        self.lost = Lost()
 
     def _entries(self, cache_dir: str | None) -> int | None:
         """Entries in the cache dir before a compile: counted at this process's first
@@ -127,7 +152,7 @@ class Recorder:
             self.spool.write(rec)
             self._unamended.index = rec["compile_index"]
         except Exception as err:  # noqa: BLE001
-            warn_once("a compile was not recorded", err)
+            self.lost.add(err)
         return out
 
     def _begin(self, computation) -> dict:

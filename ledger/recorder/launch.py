@@ -29,10 +29,11 @@ import uuid
 from pathlib import Path
 
 from ledger.errors import LedgerError
+from ledger.recorder import config as _config
 from ledger.recorder import spool
 from ledger.recorder.config import ENV, ENV_PATH, RecordConfig, command_text
 
-SITE_DIR = Path(__file__).resolve().parent / "site"
+SITE_DIR = Path(_config.SITE_DIR)
 LEDGER_ROOT = Path(__file__).resolve().parents[2]  # the directory that holds ledger/
 
 
