@@ -14,7 +14,9 @@ IMMEDIATE, many writers queue and all of their rows arrive.
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 
 from sqlalchemy import create_engine, event
 from sqlalchemy.engine import Engine
@@ -49,7 +51,10 @@ def make_engine(url: str, *, read_only: bool = False, wal: bool = False) -> Engi
     if timeout is not None:
         kwargs["connect_args"] = {"timeout": timeout}
         path = sqlite_path(url) if read_only else None
-        if path is not None:  # opened read-only by SQLite itself, in a folder it may not write too
+        # in a folder this user may not write (a group's shared ledger), opened read-only by
+        # SQLite itself; elsewhere read-write with query_only (below): a mode=ro reader of a WAL
+        # file leaves its -wal and -shm behind, and a read command must leave no file
+        if path is not None and not os.access(Path(path).resolve().parent, os.W_OK):
             kwargs["creator"] = lambda: connect_read_only(path)
     try:
         engine = create_engine(url, **kwargs)
