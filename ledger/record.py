@@ -88,7 +88,11 @@ PROBE_FIELDS: dict[str, type] = {
 # why a cold compile wrote no entry (NOT_PERSISTED_CAUSES); `command` the command line.
 # Revision 0012: `function_kind` whose function it compiled (FUNCTION_KINDS); `pid` the
 # OS process that compiled and `compile_index` the nth compile of that process in the
-# recording, from 0 (ledger/compile_counter.py).
+# recording, from 0 (ledger/compile_counter.py). Revision 0015: `variant` which program
+# of its process this is among those sharing its function name and input signature
+# (0 for the first cache key the process compiled under that name and signature, 1 for
+# the next, ...): two programs of one name and signature (two `jax.jit`s of functions
+# named alike, two eager primitives of one shape) are two cells, never each other's.
 RECORDED_FIELDS: dict[str, type] = {
     "function": str,
     "input_signature": str,
@@ -98,6 +102,7 @@ RECORDED_FIELDS: dict[str, type] = {
     "function_kind": str,
     "pid": int,
     "compile_index": int,
+    "variant": int,
 }
 # Revision 0013: whether jax_enable_x64 was on when JAX compiled (probe and recorded
 # rows alike): a float64 program traced under float32 is another program.
@@ -192,10 +197,12 @@ HOST_KEY_FIELDS = ("hardware", "hostname", "jax_version", "mixed_precision", "ca
 # Without the shape, a sweep over n_batch 4 and 8 pinned one of them and hid the other.
 # A recorded row's cell also holds its function and input signature (NULL on probe rows,
 # and NULL equals NULL in every key comparison: ledger/watch/keys.same_sql), so each
-# function of a program at each signature is its own cell. The shape stays last.
+# function of a program at each signature is its own cell, and each program of a process
+# sharing that name and signature (variant) too: a cell holds one program. The shape
+# stays last.
 # The cell's columns that are its batch shape, as people read them.
 SHAPE_FIELDS = ("n_batch", "batch_size")
-CELL_FIELDS = (*CELL_LABELS, "transform", "function", "input_signature", *SHAPE_FIELDS)
+CELL_FIELDS = (*CELL_LABELS, "transform", "function", "input_signature", "variant", *SHAPE_FIELDS)
 COMPARABILITY_KEY = (*HOST_KEY_FIELDS, *CELL_FIELDS)
 # What a cold row and a warm row of the same key share: the report shows them side by
 # side, and a cache cell (this plus cache_dir) is where a cache went cold.

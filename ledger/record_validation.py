@@ -309,7 +309,9 @@ def compile_row(rec: dict, *, default_hardware: str | None = None) -> dict:
     kind = row.get("function_kind")
     if kind is not None and kind not in FUNCTION_KINDS:
         raise RecordError(f"function_kind {_short(kind)} is not one of {', '.join(FUNCTION_KINDS)}")
-    for name in PROCESS_KEY_FIELDS:
+    if row.get("function") is not None and row.get("variant") is None:
+        row["variant"] = 0  # a recorded compile that names no other program of its name and signature
+    for name in (*PROCESS_KEY_FIELDS, "variant"):  # counts from 0
         if (n := row.get(name)) is not None and n < 0:
             raise RecordError(f"{name} is negative ({n})")
     if extras:

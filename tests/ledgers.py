@@ -18,7 +18,7 @@ DERIVED = {"cache_cells", "cache_cells_state", "alembic_version"}
 CELL = {"dataset_class": "imaging", "instrument": "hst", "n_batch": 1, "batch_size": 1, "mixed_precision": False,
         "host_cpu_count": 8, "host_load_avg_1m": 0.5, "host_load_avg_1m_after": 0.5}
 RECORDED = {"function": "jit_loss", "input_signature": "f32[8]", "command": "python fit.py",
-            "process_index": 0, "cache_not_persisted": "below-threshold", "function_kind": "jit"}
+            "process_index": 0, "cache_not_persisted": "below-threshold", "function_kind": "jit", "variant": 0}
 
 
 def _value(name: str, kind: type, rnd: random.Random):

@@ -179,7 +179,7 @@ def test_pins_list(db, tmp_path):
     assert table.exit_code == 0
     header, _, line = table.output.splitlines()
     assert header.split() == ["id", "hardware", "hostname", "jax_version", "mixed_precision", "dataset_class", "model_type",
-                              "instrument", "transform", "function", "input_signature", "n_batch", "batch_size",
+                              "instrument", "transform", "function", "input_signature", "variant", "n_batch", "batch_size",
                               "compile_s", "row_id", "tag", "timestamp", "pinned_at",
                               "loaded_host"]
     # a probe row's function and input_signature are NULL: blank

@@ -273,9 +273,9 @@ def test_0011_round_trip_sets_recorded_pins_aside_and_puts_them_back(tmp_path):
                                            "input_signature": "f32[3] -> f32[3]", "run_id": "r"})
     assert run_cli("pins", "update", "--db", db).exit_code == 0
     keys = [r[0] for r in query(db, "SELECT pin_key FROM pins ORDER BY id")]
-    assert keys == ['["local_cpu","node1","0.10.2",false,"warm",null,"mge",null,"jit",null,null,null,null]',
+    assert keys == ['["local_cpu","node1","0.10.2",false,"warm",null,"mge",null,"jit",null,null,null,null,null]',
                     ('["local_cpu","node1","0.10.2",false,"warm",null,null,null,"recorded","jit_caustic",'
-                    '"f32[3] -> f32[3]",null,null]')]
+                    '"f32[3] -> f32[3]",0,null,null]')]
     migrate(db, "downgrade", "0008")
     assert query(db, "SELECT pin_key FROM pins") == [
         ('["local_cpu","node1","0.10.2",false,"warm",null,"mge",null,"jit",null,null]',)]

@@ -93,6 +93,7 @@ class Recorder:
         self._entries_pid = os.getpid()
         self._counter = CompileCounter()
         self.lost = Lost()
+        self._programs: tuple[int, dict] = (os.getpid(), {})  # (pid, (function, signature) -> keys)
 
     def _entries(self, cache_dir: str | None) -> int | None:
         """Entries in the cache dir before a compile: counted at this process's first
@@ -194,6 +195,7 @@ class Recorder:
         cache_dir = rec["cache_dir"]
         if cache_dir in self._known_entries and s["cache_misses"]:
             self._known_entries[cache_dir] += s["cache_misses"]
+        rec["variant"] = self._variant(rec["function"], rec["input_signature"], rec["cache_key"])
         if self._process_index is None:
             self._process_index = ji.process_index()
         rec["process_index"] = self._process_index
@@ -222,6 +224,17 @@ class Recorder:
         rec["_provenance"] = {**self._process_provenance(), **prov}
         rec["compile_s"] = wall  # JAX's own backend duration replaces it (an amend line)
         rec.update(_host_now())
+
+    def _variant(self, function, signature, key) -> int:
+        """Which program of this process it is among those of its name and signature: the
+        nth distinct cache key compiled under them (a forked child counts its own)."""
+        pid, seen = self._programs
+        if pid != os.getpid():
+            self._programs = pid, seen = os.getpid(), {}
+        keys = seen.setdefault((function, signature), [])
+        if key not in keys:
+            keys.append(key)
+        return keys.index(key)
 
     def _process_provenance(self) -> dict:
         from ledger.probes import host

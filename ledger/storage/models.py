@@ -126,6 +126,9 @@ verdicts = sa.Table(
     # which rule judged a pinned row (history | tolerance) and the limit it drew (0008)
     sa.Column("rule", sa.Text),
     sa.Column("threshold_s", sa.Float),
+    # what the finding found, as JSON (0015): its cause's code and values, its program, what
+    # it costs a run; the words in `cause` are made from these (ledger/watch/causes.py)
+    sa.Column("facts", sa.Text),
 )
 
 # -- the cache cells (revision 0009): each cache cell's summary, folded by `ledger check`

@@ -32,7 +32,7 @@ _ID_PAD = 10**12  # ids as fixed-width text, so "timestamp|id" sorts as (timesta
 # Grouping order: the columns that tell cells apart first, so the sort's comparisons
 # stop early (a third faster on a million rows than the key's own order).
 _GROUP_ORDER = ("transform", "model_type", "hostname", "cache_dir", "dataset_class", "instrument", "hardware",
-                "jax_version", "mixed_precision", "function", "input_signature", "n_batch", "batch_size")
+                "jax_version", "mixed_precision", "function", "input_signature", "variant", "n_batch", "batch_size")
 assert sorted(_GROUP_ORDER) == sorted(CACHE_CELL)
 # What the kept state was folded for: the cell's fields and the version of the cache passes.
 # A check takes what the passes read from the previous run's findings (findings.Reads)
