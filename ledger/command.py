@@ -317,19 +317,20 @@ def pins_list(db=None, *, filters: dict | None = None) -> tuple[list[str], list[
 
 
 def check(db=None, *, tolerance: float = 1.5, min_diff: float = 0.05, since: str | None = None,
-          filters: dict | None = None, below_s: float = 5.0):
+          filters: dict | None = None, below_s: float = 5.0, allow_loaded: bool = False):
     """`ledger check`: warm rows against their pins, whether the cache still applies, and
-    its health. Stored as a check run. Returns its result (findings, summary(), as_json(),
-    exit_code)."""
+    its health. Stored as a check run. Returns its result (findings, lines(), summary(),
+    as_json(), exit_code)."""
     from ledger.watch.check import run_check
 
     with _open(db, "write", take_in=True, create=False) as ledger:
         return run_check(ledger.engine, tolerance=tolerance, filters=filters or {}, since=since, min_diff=min_diff,
-                         below_s=below_s)
+                         below_s=below_s, allow_loaded=allow_loaded)
 
 
 def explain(row_id: int, db=None):
-    """`ledger explain`: why a row was cold (or had no cache). A Diagnosis (lines())."""
+    """`ledger explain`: why a row was cold (or had no cache): check's finding for it, as
+    an Explanation (finding, cause, lines())."""
     from ledger.watch.explain import explain_row
 
     with _open(db, "read") as ledger:

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from ledger.watch.health import HEALTH_KINDS
+from ledger.watch.kinds import HEALTH_KINDS
 
 from .case_kinds import mount_namespace
 from .conftest import query, run_cli
@@ -89,8 +89,11 @@ def test_a_two_host_job_with_a_node_local_cache_dir_is_cache_not_written(tmp_pat
                      " WHERE function = 'jit_likelihood' ORDER BY id")
     assert sorted(rows[2:]) == [("node-a", 0, "warm"), ("node-b", 1, "cold")], rows
     result = run_cli("check", "--db", db, "--json")
-    assert result.exit_code == 1, result.output
-    (found,) = [f for f in json.loads(result.output)["findings"] if f["verdict"] == "cache-not-written"]
+    # process 1's cold compiles are not read against process 0's warm ones (another key, another
+    # process's program: a went-cold "accelerator_config" once): the one finding is the job's
+    assert result.exit_code == 0, result.output
+    (found,) = json.loads(result.output)["findings"]
+    assert found["verdict"] == "cache-not-written"
     # on CPU each process's key names its own devices (accelerator_config): process 0's
     # entry is not process 1's, shared dir or not (the not-shared case: from rows, below)
     assert found["hostname"] == "node-b" and found["fails"] is False

@@ -339,19 +339,20 @@ def test_cache_off_respects_since_and_json_says_what_fails(db, tmp_path):
 
 def test_a_new_finding_kind_is_one_kind_and_one_pass(db, tmp_path, monkeypatch):
     """docs/layout.md's recipe for a new finding kind, followed: its Kind in
-    ledger/watch/kinds.py and its pass in findings.PASSES. check counts and lists it,
-    fails on it, gives it in --json, and the report ranks it by its severity."""
-    from ledger.watch import cells, findings, kinds
-    from ledger.watch.causes import fetch_rows
+    ledger/watch/kinds.py, its pass in judge.PASSES and its cause's words in causes.WORDS.
+    check counts and lists it, fails on it, gives it in --json, and the report ranks it by
+    its severity."""
+    from ledger.watch import causes, judge, kinds
 
-    def throwaway_pass(conn, groups):
-        newest = [cells.row_id(g.newest) for g in groups]
-        return [findings.Finding("throwaway", row["id"], f"tag {row['tag']}", True)
-                for row in fetch_rows(conn, newest).values() if row["tag"] == "mark-me"]
+    def throwaway_pass(rows, ev):
+        newest = rows[-1]
+        return [judge.Finding("throwaway", newest["id"], causes.Cause("throwaway", {"tag": tag}), True)
+                for tag in [ev.rows(newest["id"])[0]["tag"]] if tag == "mark-me"]
 
     line = kinds.Kind("throwaway", 9, True, True, False, lambda f, head: f"{head}: row {f['row_id']}: {f['cause']}")
     monkeypatch.setitem(kinds.KINDS, "throwaway", line)
-    monkeypatch.setattr(findings, "PASSES", [*findings.PASSES, throwaway_pass])
+    monkeypatch.setitem(causes.WORDS, "throwaway", lambda f: f"tag {f['tag']}")
+    monkeypatch.setattr(judge, "PASSES", [*judge.PASSES, throwaway_pass])
     (row,) = add(db, tmp_path, rec(cache_state="cold", tag="mark-me", cache_dir="/c"))
     result = run_cli("check", "--db", db)
     assert (result.exit_code, result.output) == (1, (

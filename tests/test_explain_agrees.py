@@ -1,12 +1,13 @@
 """`ledger check` and `ledger explain` agree on every cell of a generated ledger: each
-finding of check names the same kind and the same last warm row as `explain` of its row
-(went-cold: the same cause, word for word), and every cell whose newest row went cold
-after a warm one is a went-cold finding of check."""
+finding of check is, fact for fact and word for word, what `explain` of its row finds
+(kind, the warm row it is read against, the cause, whether it fails), and every cell whose
+newest row went cold after a warm one of an earlier run (or of its run, under its key) is
+a went-cold finding of check. The ledgers hold several programs per run: two model types,
+and a recorded function of two variants (two programs of one name and signature)."""
 
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
@@ -14,16 +15,15 @@ from hypothesis import strategies as st
 
 from ledger import command
 from ledger.record import COLD, NONE
-from ledger.watch.kinds import KINDS
 
 from .conftest import examples, query, write_json
 
-WARM_ROW = re.compile(r"last warm row (\d+)")
 COMPONENTS = [json.dumps({"computation": c, "XLA flags": f}) for c in ("h1", "h2") for f in ("f1", "f2")]
 
 row = st.fixed_dictionaries({
     "jax_version": st.sampled_from(["0.4.30", "0.10.2"]),
     "model_type": st.sampled_from(["a", "b"]),
+    "variant": st.sampled_from([None, 0, 1]),  # None: a probe's row; 0, 1: two programs of one recorded name
     "cache_dir": st.sampled_from(["/c1", "/c2", None]),
     "warm": st.booleans(),
     "cache_key_components": st.sampled_from(COMPONENTS),
@@ -47,32 +47,33 @@ def _records(rows: list[dict]) -> list[dict]:
             "timestamp": f"2026-07-01T10:{second // 60:02d}:{second % 60:02d}+00:00", "cache_state": state,
             "cache_state_source": "measured", "status": "ok", "run_id": f"run{r['run']}", "phase": "p",
             "cache_key_components": r["cache_key_components"], "program_fingerprint": r["program_fingerprint"],
-            "cache_files_before": r["cache_files_before"], "host_cpu_count": 8, "host_load_avg_1m": 0.1})
+            "cache_files_before": r["cache_files_before"], "host_cpu_count": 8, "host_load_avg_1m": 0.1,
+            **({} if r["variant"] is None else {"function": "jit_f", "input_signature": "f32[3]",
+                                                "variant": r["variant"], "command": "python fit.py",
+                                                "cache_key": f"k-{r['cache_key_components']}"})})
     return out
 
 
-def _explained(db, row_id: int) -> tuple[str, int | None, str]:
-    """explain's kind, last warm row and cause text for a row."""
-    told = command.explain(row_id, db)
-    cause = told.cause or ""
-    kind, _, rest = cause.partition(": ")
-    if kind not in KINDS:
-        kind, rest = "went-cold", cause
-    if getattr(told, "warm", None):  # a went-cold diagnosis: its warm row, shown on its own line
-        return kind, told.warm["id"], rest
-    warm = WARM_ROW.findall(cause)
-    return kind, int(warm[-1]) if warm else None, rest
+def _explained(db, row_id: int) -> dict | None:
+    """explain's finding for a row, as check's --json gives one (None: no finding)."""
+    found = command.explain(row_id, db).finding
+    if found is None:
+        return None
+    return {"verdict": found.verdict, "row_id": found.row_id, "cause": found.text, "fails": found.fails,
+            "facts": json.loads(json.dumps(found.facts(), default=str))}
 
 
 def _newest_cold_after_warm(db) -> set[int]:
-    """Rows that are their cache cell's newest and cold, with a warm row before them."""
-    rows = query(db, "SELECT id, jax_version, model_type, cache_dir, cache_state FROM compile_records"
-                     " WHERE cache_dir IS NOT NULL ORDER BY timestamp, id")
+    """Rows that are their cache cell's newest and cold, with a warm row before them that
+    is not another key's of their own run."""
+    rows = query(db, "SELECT id, jax_version, model_type, variant, cache_dir, cache_state, run_id, cache_key"
+                     " FROM compile_records WHERE cache_dir IS NOT NULL ORDER BY timestamp, id")
     cells: dict = {}
-    for rid, jax, model, cache_dir, state in rows:
-        seen = cells.setdefault((jax, model, cache_dir), {"warm": False})
-        seen.update(newest=rid, state=state, warm_before=seen["warm"])
-        seen["warm"] = seen["warm"] or state == "warm"
+    for rid, jax, model, variant, cache_dir, state, run, key in rows:
+        seen = cells.setdefault((jax, model, variant, cache_dir), {"warm": []})
+        seen.update(newest=rid, state=state, warm_before=any(r != run or k == key for r, k in seen["warm"]))
+        if state == "warm":
+            seen["warm"].append((run, key))
     return {c["newest"] for c in cells.values() if c["state"] == COLD and c["warm_before"]}
 
 
@@ -86,11 +87,7 @@ def test_check_and_explain_agree_on_every_cell(tmp_path_factory, rows):
     command.import_json([write_json(path / "rows.json", _records(rows))], db)
     findings = json.loads(command.check(db).as_json())["findings"]
     for f in findings:
-        kind, warm, cause = _explained(db, f["row_id"])
-        stated = WARM_ROW.findall(f["cause"])
-        assert (kind, warm) == (f["verdict"], int(stated[-1]) if stated else None), (f, cause)
-        if f["verdict"] != "cache-off":  # cache-off: explain speaks of its row, check of the first none row
-            told = cause if "still cold after" in cause or kind != "went-cold" else f"{cause} (last warm row {warm})"
-            assert told == f["cause"]
+        mine = _explained(db, f["row_id"])
+        assert mine == {k: f[k] for k in ("verdict", "row_id", "cause", "fails", "facts")}, (f, mine)
     went_cold = {f["row_id"] for f in findings if f["verdict"] == "went-cold"}
     assert _newest_cold_after_warm(db) <= went_cold

@@ -52,26 +52,30 @@ def check_cmd(
         "--below-threshold-s", callback=_below, metavar="SECONDS",
         help="below-threshold: a run's compiles too quick for JAX to write (its min compile time) cost more than"
              " this.")] = 5.0,
+    allow_loaded: Annotated[bool, typer.Option(
+        "--allow-loaded", help="Judge warm rows measured on a loaded host too (else inconclusive).")] = False,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="A line per finding (per cell), not per root cause.")] = False,
     hardware: HardwareOpt = None, hostname: HostnameOpt = None, dataset_class: DatasetOpt = None,
     model_type: ModelOpt = None, instrument: InstrumentOpt = None, transform: TransformOpt = None,
     db: DbOpt = None,
 ) -> None:
-    """Check warm rows against their pins, and whether the cache still applies.
+    """Check warm rows against their pins, and whether the cache still applies: a line per
+    root cause (--verbose: per cell), findings unchanged since the last check counted.
 
     Exit 1 on a regression, went-cold, cache-off, cache-not-written, evicted, or a
     cache-not-reused that is not by design; 0 when clean (jax-changed and below-threshold
     only inform). Each run is stored (check_runs, verdicts)."""
     from ledger import command
     from ledger.output import shown
-    from ledger.watch.check import finding_lines
 
     filters = filters_of(hardware, hostname, dataset_class, model_type, instrument, transform)
     result = command.check(db, tolerance=tolerance, filters=filters, since=since, min_diff=min_diff,
-                           below_s=below_threshold_s)
+                           below_s=below_threshold_s, allow_loaded=allow_loaded)
     if json:
         typer.echo(result.as_json(), nl=False)
     else:
-        for line in finding_lines(result.findings):
+        for line in result.lines(verbose):
             typer.echo(shown(line))  # a cell or cache dir stored with a line break stays on its line
         typer.echo(result.summary())
     if result.exit_code:

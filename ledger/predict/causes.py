@@ -3,7 +3,7 @@
 The nearest evidence is the cell's last warm row on this host, jax and cache dir (or,
 before any warm row, its last cold row whose entry is still in the dir): the
 cache-key components that differ from it are named as `ledger explain` names them
-(ledger/watch/causes.diagnose, the one definition). The expected cost is the median
+(ledger/watch/causes.cold_cause, the one definition). The expected cost is the median
 cold compile_s of the cell on this host key, and how many rows it rests on.
 """
 
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from ledger.record import CACHE_CELL, COLD, STATELESS_KEY, WARM
 from ledger.rows import newest_first, ok_sql
-from ledger.watch.causes import PRUNED, SAME_KEY, SHOWN_BY, diagnose_pruned
+from ledger.watch.causes import C_COMPONENTS, C_PRUNED, C_SAME_KEY, SHOWN_BY, Cause, cold_cause, prunes_of
 from ledger.watch.keys import same_as_sql
 
 NO_WARM_ROW = "no entry, and no warm row for this cell"
@@ -62,28 +62,30 @@ def expected_cost(conn, pred: dict) -> tuple[float | None, int]:
     return (median(values) if values else None), len(values)
 
 
-def causes(conn, pred: dict) -> tuple[list[str], dict | None]:
-    """The causes of a cold prediction, never empty, and the warm row they rest on."""
+def causes(conn, pred: dict) -> tuple[list[str], dict | None, Cause | None]:
+    """The causes of a cold prediction (words, never empty), the warm row they rest on,
+    and the cause against it (facts), as `ledger explain` names it."""
     warm = nearest_row(conn, pred)
     empty = pred.get("cache_entries") == 0
     found = [EMPTY_DIR] if empty else []
     if warm is None:
-        return found or [NO_WARM_ROW], None
+        return found or [NO_WARM_ROW], None, None
     # cache_files_before is left out: the dir's state is said above, in this command's words
-    diffs = diagnose_pruned(conn, {k: v for k, v in pred.items() if k != "cache_files_before"}, warm)
-    if diffs[0].startswith(f"{PRUNED}:"):
-        return diffs, warm  # it says why the dir lacks the entry, emptied or not
-    if diffs == [SAME_KEY] and empty:
-        diffs = []
-    return found + diffs, warm
+    mine = {k: v for k, v in pred.items() if k != "cache_files_before"}
+    cause = cold_cause(mine, warm, prunes_of(conn, [warm.get("cache_key")]).get(warm.get("cache_key"), []))
+    if cause.code == C_PRUNED:
+        return [cause.words()], warm, cause  # it says why the dir lacks the entry, emptied or not
+    if cause.code == C_SAME_KEY and empty:
+        return found, warm, cause
+    return found + [cause.words()], warm, cause
 
 
-def details(pred: dict, warm: dict | None, found: list[str]) -> list[str]:
+def details(pred: dict, warm: dict | None, cause: Cause | None) -> list[str]:
     """The values behind a named component, where the rows carry them (XLA flags)."""
-    if warm is None:
+    if warm is None or cause is None or cause.code != C_COMPONENTS:
         return []
     out = []
     for name, column in SHOWN_BY.items():
-        if name in found and column in pred and (pred.get(column) or warm.get(column)):
+        if name in cause.facts.get("differ", ()) and column in pred and (pred.get(column) or warm.get(column)):
             out.append(f"{column}: {warm.get(column) or '(none)'} -> {pred.get(column) or '(none)'}")
     return out

@@ -89,8 +89,8 @@ def judge(conn, spec, report) -> list[dict]:
             continue
         pred["expected_compile_s"], pred["expected_n"] = cz.expected_cost(conn, pred)
         if pred["predicted"] == COLD:
-            found, warm = cz.causes(conn, pred)
-            pred["cause"], pred["details"] = "; ".join(found), cz.details(pred, warm, found)
+            found, warm, cause = cz.causes(conn, pred)
+            pred["cause"], pred["details"] = "; ".join(found), cz.details(pred, warm, cause)
         out.append(pred)
     return out
 

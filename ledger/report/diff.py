@@ -6,7 +6,7 @@ in it (what the persistent cache decided for that run; a later compile of the sa
 function in the same run is a second process or the warm phase of --cold-warm). Slower
 and faster are judged as `ledger check` judges a regression against its pin when no
 history is known: over TOLERANCE times and more than MIN_DIFF seconds apart. A went-cold
-function's cause is what differs between its two rows (ledger/watch/causes.diagnose, as
+function's cause is what differs between its two rows (ledger/watch/judge.py, as
 `ledger explain` names it), or explain's own answer where the runs used two cache dirs.
 """
 
@@ -81,22 +81,14 @@ def change_of(a: dict | None, b: dict | None) -> str:
 
 
 def _causes(engine, pairs: list[tuple[int, int]]) -> dict[int, str]:
-    """Each went-cold row's cause, as `ledger explain` names them: against the other run's
-    warm row where both used one cache dir (that row is the last warm one explain finds,
-    unless another run came between), else through explain itself."""
-    from ledger.watch.causes import cause_text, diagnose, fetch_rows
-    from ledger.watch.explain import explain_row
+    """Each went-cold row's cause, as `ledger explain` and `ledger check` name it: one
+    judgement (ledger/watch/judge.py), prunes and evictions included."""
+    from ledger.watch.causes import UNKNOWN_CAUSE, fetch_rows
+    from ledger.watch.explain import explain
 
     with engine.connect() as conn:
-        rows = fetch_rows(conn, [i for pair in pairs for i in pair])
-    out = {}
-    for warm_id, cold_id in pairs:
-        warm, cold = rows[warm_id], rows[cold_id]
-        if warm["cache_dir"] == cold["cache_dir"]:
-            out[cold_id] = cause_text(diagnose(cold, warm))
-            continue
-        out[cold_id] = explain_row(engine, cold_id).cause
-    return out
+        rows = fetch_rows(conn, [cold_id for _, cold_id in pairs])
+        return {cold_id: explain(conn, rows[cold_id]).cause or UNKNOWN_CAUSE for _, cold_id in pairs}
 
 
 def _shown(r: dict | None) -> dict | None:

@@ -8,8 +8,7 @@ import sqlalchemy as sa
 
 from ledger.storage.models import check_runs
 from ledger.watch.check import stored_findings
-from ledger.watch.health import HEALTH_KINDS
-from ledger.watch.kinds import finding_line
+from ledger.watch.kinds import HEALTH_KINDS, finding_line
 
 
 def markdown(engine, filters: dict | None = None) -> str:

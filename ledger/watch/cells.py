@@ -35,11 +35,11 @@ _GROUP_ORDER = ("transform", "model_type", "hostname", "cache_dir", "dataset_cla
                 "jax_version", "mixed_precision", "function", "input_signature", "variant", "n_batch", "batch_size")
 assert sorted(_GROUP_ORDER) == sorted(CACHE_CELL)
 # What the kept state was folded for: the cell's fields and the version of the cache passes.
-# A check takes what the passes read from the previous run's findings (findings.Reads)
+# A check carries the previous run's findings of a lineage with nothing new (findings.Earlier)
 # only where the fold was not reset since; so a ledger last checked by a build whose passes
 # judged otherwise (or kept other cells) is folded anew, and none of its findings taken over.
 # Bump the version with any change to what a cache pass finds.
-CACHE_PASSES_VERSION = 3
+CACHE_PASSES_VERSION = 4
 _FIELDS = json.dumps({"cache_cell": CACHE_CELL, "passes": CACHE_PASSES_VERSION})
 
 

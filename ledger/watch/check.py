@@ -22,19 +22,20 @@ from ledger.filters import filter_sql, refuse_unmatched
 from ledger.record import CACHE_CELL
 from ledger.rows import after_sql, key_values, pinnable_sql, time_sql, utc_now
 from ledger.storage.models import check_runs, pins, verdicts
-from ledger.watch import cells
+from ledger.watch import cells, grouped
 from ledger.watch.causes import fetch_rows
-from ledger.watch.findings import Earlier, Finding, cache_findings, earlier, link_pin
+from ledger.watch.findings import Earlier, cache_findings, earlier, link_pin
 from ledger.watch.health import BELOW_THRESHOLD_S, Kept, health_findings, since_filter
 from ledger.watch.history import HISTORY, TOLERANCE_RULE
+from ledger.watch.judge import Finding
 from ledger.watch.keys import key_join_sql, loaded_cause_sql, loaded_sql
-from ledger.watch.kinds import INCONCLUSIVE, JAX_CHANGED, KINDS, OK, REGRESSION, finding_line, order_sql
+from ledger.watch.kinds import INCONCLUSIVE, KINDS, OK, REGRESSION, order_sql
 
 TOLERANCE = 1.5
 MIN_DIFF = 0.05  # seconds: below this a slower compile is never a regression, whatever its ratio
 
 
-def _judge_sql(dialect: str, where: str) -> str:
+def _judge_sql(dialect: str, where: str, allow_loaded: bool = False) -> str:
     """Judge every warm ok row newer than its key's pin, straight into verdicts.
 
     A finding is one verdict row; the ok rows of a pin are one row between them
@@ -46,7 +47,7 @@ def _judge_sql(dialect: str, where: str) -> str:
     with them, as if judged again."""
     match = key_join_sql("r", "p", dialect)
     newer = after_sql("r", time_sql("p"), "p.row_id")
-    loaded = loaded_sql("r")
+    loaded = "1 = 0" if allow_loaded else loaded_sql("r")  # --allow-loaded: a loaded host's rows judged too
     # the key's own history judges where the pin has a threshold from it
     # (ledger/watch/history.py), the fixed tolerance elsewhere; either way a row
     # must also be min_diff seconds slower than what it is judged against, so a
@@ -91,7 +92,8 @@ def _cache_verdicts(conn, found: list[Finding], run_id: int, now: str) -> list[d
         out.append({"check_run_id": run_id, "pin_id": pin.id if pin else None,
                     "pin_key": pin.pin_key if pin else None, "row_id": f.row_id, "compile_s": row["compile_s"],
                     "pin_compile_s": pin.compile_s if pin else None, "ratio": ratio, "tolerance": None,
-                    "verdict": f.verdict, "checked_at": now, "cause": f.cause})
+                    "verdict": f.verdict, "checked_at": now, "cause": f.text,
+                    "facts": json.dumps(f.facts(), sort_keys=True, default=str)})
     return out
 
 
@@ -103,6 +105,7 @@ class CheckResult:
     counts: dict = field(default_factory=dict)
     findings: list[dict] = field(default_factory=list)
     min_diff: float = MIN_DIFF
+    earlier: int | None = None  # the check run whose findings these are compared with (unchanged)
 
     def summary(self) -> str:
         shown = [k.name for k in KINDS.values() if k.always_counted or self.counts.get(k.name)]
@@ -112,21 +115,27 @@ class CheckResult:
     def as_json(self) -> str:
         return json.dumps({"check_run_id": self.run_id, "tolerance": self.tolerance, "min_diff_s": self.min_diff,
                            "exit_code": self.exit_code,
-                           "counts": {v: self.counts.get(v, 0) for v in KINDS}, "findings": self.findings},
+                           "counts": {v: self.counts.get(v, 0) for v in KINDS},
+                           "unchanged_since": self.earlier,
+                           "groups": [g.as_json() for g in grouped.groups(self.findings)], "findings": self.findings},
                           indent=1, default=str) + "\n"
+
+    def lines(self, verbose: bool = False) -> list[str]:
+        """What check prints above its summary: a line per root cause (grouped.py)."""
+        return grouped.lines(self.findings, self.earlier, verbose)
 
 
 _FINDING_COLUMNS = ("verdict", "row_id", "compile_s", "pin_id", "pin_compile_s", "ratio", "tolerance", "cause",
-                    "rule", "threshold_s")
+                    "rule", "threshold_s", "facts")
 _PIN_HISTORY = ("history_n", "history_median_s", "history_mad_s")
 
 
-def stored_findings(conn, run_id: int, cache: list[Finding] = ()) -> list[dict]:
-    """The run's findings, each with whether it fails the check (and what the cache
-    passes know beyond the stored verdict: the old jax of a jax-changed, ...)."""
-    known = {(f.verdict, f.row_id): f for f in cache}
+def stored_findings(conn, run_id: int) -> list[dict]:
+    """The run's findings, each with its facts (verdicts.facts), whether it fails the
+    check, and what its kind keeps beyond the verdict (the old jax of a jax-changed, ...)."""
     cols = ", ".join(f"v.{c}" for c in _FINDING_COLUMNS)
-    key = ", ".join(f"r.{c}" for c in (*CACHE_CELL, "tag", "timestamp"))
+    key = ", ".join(f"r.{c}" for c in (*CACHE_CELL, "tag", "timestamp", "run_id", "command", "objective",
+                                       "host_load_avg_1m", "host_cpu_count", "host_cpu_affinity"))
     cols += "".join(f", p.{c}" for c in _PIN_HISTORY)
     sql = (f"SELECT {cols}, {key} FROM verdicts v JOIN compile_records r ON r.id = v.row_id"
            " LEFT JOIN pins p ON p.id = v.pin_id"
@@ -134,15 +143,18 @@ def stored_findings(conn, run_id: int, cache: list[Finding] = ()) -> list[dict]:
     found = [dict(r) for r in conn.execute(sa.text(sql), {"run": run_id}).mappings()]
     for f in found:
         f["mixed_precision"] = key_values(f, ["mixed_precision"])[0]
-        mine = known.get((f["verdict"], f["row_id"]))
-        f["fails"] = mine.fails if mine else KINDS[f["verdict"]].fails
-        f.update(mine.extra if mine else {})
+        facts = f["facts"] = json.loads(f["facts"]) if f["facts"] else {}
+        f["fails"] = facts.get("fails", KINDS[f["verdict"]].fails)
+        f.update({k: v for k, v in facts.items() if k not in _FACT_KEYS})  # what a kind adds (old_jax, ...)
     return found
+
+
+_FACT_KEYS = ("cause", "fails", "versus", "program", "run", "cost_s")
 
 
 def run_check(engine, *, tolerance: float = TOLERANCE, filters: dict | None = None,
               since: str | None = None, min_diff: float = MIN_DIFF, rejudge: bool = False,
-              below_s: float = BELOW_THRESHOLD_S) -> CheckResult:
+              below_s: float = BELOW_THRESHOLD_S, allow_loaded: bool = False) -> CheckResult:
     """Judge, store the run and its verdicts (one transaction), return the findings.
 
     The cache cells are folded first, in the same transaction: the findings read
@@ -151,11 +163,12 @@ def run_check(engine, *, tolerance: float = TOLERANCE, filters: dict | None = No
     (_reusable); `rejudge` judges every row regardless."""
     with engine.begin() as conn:
         return judge(conn, tolerance=tolerance, filters=filters, since=since, min_diff=min_diff, rejudge=rejudge,
-                     below_s=below_s)
+                     below_s=below_s, allow_loaded=allow_loaded)
 
 
 def judge(conn, *, tolerance: float = TOLERANCE, filters: dict | None = None, since: str | None = None,
-          min_diff: float = MIN_DIFF, rejudge: bool = False, below_s: float = BELOW_THRESHOLD_S) -> CheckResult:
+          min_diff: float = MIN_DIFF, rejudge: bool = False, below_s: float = BELOW_THRESHOLD_S,
+          allow_loaded: bool = False) -> CheckResult:
     """run_check in the caller's write transaction."""
     refuse_unmatched(conn, filters, "nothing to check")  # before a check run is stored
     now = utc_now()
@@ -165,7 +178,8 @@ def judge(conn, *, tolerance: float = TOLERANCE, filters: dict | None = None, si
         params["since"] = since
     # what the findings were judged over: a run with other options keeps nothing of it
     given = json.dumps({k: v for k, v in (filters or {}).items() if v is not None} | ({"since": since} if since else {})
-                       | ({"below_threshold_s": below_s} if below_s != BELOW_THRESHOLD_S else {}), sort_keys=True)
+                       | ({"below_threshold_s": below_s} if below_s != BELOW_THRESHOLD_S else {})
+                       | ({"allow_loaded": True} if allow_loaded else {}), sort_keys=True)
     folded = cells.fold(conn)
     kept = None if rejudge or since is not None else _earlier(conn, folded, given)
     found = cache_findings(conn, folded.cells, filters, since, kept[0] if kept else None)
@@ -175,7 +189,8 @@ def judge(conn, *, tolerance: float = TOLERANCE, filters: dict | None = None, si
     run_id = conn.execute(sa.insert(check_runs).values(
         checked_at=now, tolerance=tolerance, exit_code=0, min_diff_s=min_diff, filters=given, upto=folded.upto,
         pins_digest=digest)).inserted_primary_key[0]
-    conn.execute(sa.text(_judge_sql(conn.dialect.name, where)), params | {
+    before = _previous(conn, run_id, given)
+    conn.execute(sa.text(_judge_sql(conn.dialect.name, where, allow_loaded)), params | {
         "run": run_id, "tol": tolerance, "min_diff": min_diff, "now": now, "top": folded.upto,
         "above": prev.upto if prev else 0, "prev": prev.id if prev else 0})
     if found:
@@ -184,8 +199,23 @@ def judge(conn, *, tolerance: float = TOLERANCE, filters: dict | None = None, si
                                .where(verdicts.c.check_run_id == run_id).group_by(verdicts.c.verdict)).all())
     exit_code = 1 if counts.get(REGRESSION) or any(f.fails for f in found) else 0
     conn.execute(sa.update(check_runs).where(check_runs.c.id == run_id).values(exit_code=exit_code))
-    findings = stored_findings(conn, run_id, found)
-    return CheckResult(run_id, tolerance, exit_code, counts, findings, min_diff)
+    findings = stored_findings(conn, run_id)
+    if before is not None:
+        said = _said(stored_findings(conn, before))
+        for f in findings:
+            f["unchanged"] = _said([f]) <= said
+    return CheckResult(run_id, tolerance, exit_code, counts, findings, min_diff, before)
+
+
+def _previous(conn, run_id: int, given: str) -> int | None:
+    """The check run before `run_id` judged over the same filters and options, if any."""
+    return conn.execute(sa.select(sa.func.max(check_runs.c.id)).where(
+        check_runs.c.id < run_id, check_runs.c.filters == given)).scalar()
+
+
+def _said(findings: list[dict]) -> set[tuple]:
+    """What makes two findings the same finding: its kind, row and cause."""
+    return {(f["verdict"], f["row_id"], f["cause"]) for f in findings}
 
 
 def pins_digest(conn) -> str:
@@ -213,20 +243,3 @@ def _earlier(conn, folded: cells.Folded, given: str) -> tuple[Earlier, Kept] | N
     if prev is None or not folded.found or prev.upto != folded.found or prev.filters != given:
         return None
     return earlier(conn, prev.id, prev.upto, folded.new), Kept(prev.id, prev.upto)
-
-
-def finding_lines(findings: list[dict]) -> list[str]:
-    """The lines people read: one per finding, but one per host and jax bump for the
-    jax-changed ones (a bump recompiles every cell once; naming each says nothing)."""
-    out, bumps = [], {}
-    for f in findings:
-        if f["verdict"] == JAX_CHANGED:
-            host = f"{f['hardware']}/{f['hostname']}" + (" mixed" if f["mixed_precision"] else "")
-            bumps.setdefault((f.get("old_jax"), f["jax_version"], host), []).append(f["row_id"])
-        else:
-            out.append(finding_line(f))
-    for (old, new, host), ids in bumps.items():
-        cells = f"{len(ids)} cell{'s' * (len(ids) != 1)} recompile{'s' * (len(ids) == 1)} once"
-        out.append(f"{JAX_CHANGED:<13} jax {old} → {new} on {host}: {cells} (rows {', '.join(map(str, ids))});"
-                   " expected after a bump, does not fail")
-    return out

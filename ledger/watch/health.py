@@ -31,19 +31,21 @@ from ledger.filters import filter_sql
 from ledger.record import COLD, NOT_PERSISTED_COMPILE_TIME, NOT_PERSISTED_PROCESS_INDEX, WARM
 from ledger.rows import ok_sql, oldest_first, time_sql
 from ledger.watch.causes import (
-    EMPTY_DIR,
+    C_CHURN,
+    C_COMPONENTS,
+    C_NOT_SHARED,
+    C_OTHER_KEYS,
+    C_RUN_UNDER_THRESHOLD,
     MAX_SIZE,
-    SAME_KEY,
-    UNKNOWN_CAUSE,
-    diagnose,
+    Cause,
+    compared,
     fetch_rows,
     max_size,
     pruned_between,
 )
-from ledger.watch.findings import Finding
-from ledger.watch.kinds import BELOW_THRESHOLD, CACHE_NOT_WRITTEN, EVICTED, KINDS
+from ledger.watch.judge import Finding, program_of
+from ledger.watch.kinds import BELOW_THRESHOLD, CACHE_NOT_WRITTEN, EVICTED, HEALTH_KINDS
 
-HEALTH_KINDS = (CACHE_NOT_WRITTEN, BELOW_THRESHOLD, EVICTED)
 BELOW_THRESHOLD_S = 5.0  # seconds a run: what check --below-threshold-s defaults to
 PROGRAM_SQL = "COALESCE(r.command, r.objective)"  # what ran: the recorded command, or the probe's objective
 _COLUMNS = ("id", "run_id", "function", "input_signature", "transform", "cache_key_components", "x64",
@@ -134,11 +136,13 @@ def _since(conn, where: str, params: dict, kept: Kept) -> tuple[set[str], set[st
 
 
 def _earlier(conn, run_id: int) -> list[tuple[Finding, dict]]:
+    import json
+
     kinds = ", ".join(f"'{k}'" for k in HEALTH_KINDS)
-    sql = (f"SELECT v.verdict, v.row_id, v.cause, {PROGRAM_SQL} AS program, r.cache_key FROM verdicts v"
+    sql = (f"SELECT v.verdict, v.row_id, v.facts, {PROGRAM_SQL} AS program, r.cache_key FROM verdicts v"
            f" JOIN compile_records r ON r.id = v.row_id WHERE v.check_run_id = :run AND v.verdict IN ({kinds})")
-    return [(Finding(r["verdict"], r["row_id"], r["cause"] or "", KINDS[r["verdict"]].fails), dict(r))
-            for r in conn.execute(sa.text(sql), {"run": run_id}).mappings()]
+    return [(Finding.from_facts(r["verdict"], r["row_id"], json.loads(r["facts"])), dict(r))
+            for r in conn.execute(sa.text(sql), {"run": run_id}).mappings() if r["facts"]]
 
 
 def _rows_by(conn, column: str, values: set[str], where: str, params: dict) -> dict[str, list[dict]]:
@@ -150,10 +154,6 @@ def _rows_by(conn, column: str, values: set[str], where: str, params: dict) -> d
     for r in _among(conn, sql, values, params):
         out.setdefault(r[column], []).append(dict(r))
     return out
-
-
-def _s(x: float) -> str:
-    return f"{x:.3g} s"
 
 
 def _not_written(rows: list[dict], by_key: dict[str, list[dict]]) -> list[Finding]:
@@ -181,26 +181,28 @@ def _unwritten(rows: list[dict]) -> list[dict]:
 def _not_written_finding(key: tuple, found: list[dict], warm0: dict, run: list[dict]) -> Finding:
     index, host, cache_dir = key
     seen = [warm0[cache_dir, r["cache_key"]] for r in found if (cache_dir, r["cache_key"]) in warm0]
-    head = (f"process {index} on {host} compiled {len(found)} function{'s' * (len(found) != 1)} cold"
-            f" ({_s(sum(r['compile_s'] or 0 for r in found))}) into {cache_dir} again, as in an earlier run:"
-            " JAX writes entries from process 0 only")
+    facts = {"index": index, "host": host, "dir": cache_dir, "n": len(found),
+             "seconds": sum(r["compile_s"] or 0 for r in found)}
+    last = found[-1]
     if seen:
-        return Finding(CACHE_NOT_WRITTEN, found[-1]["id"], (
-            f"{head}, and process 0 found {len(seen)} of them warm on {seen[-1]['hostname']} (row {seen[-1]['id']}):"
-            " the dir is not shared, each host has its own at that path; fix: put jax_compilation_cache_dir on a"
-            " file system every host sees"), True, seen[-1]["id"])
-    return Finding(CACHE_NOT_WRITTEN, found[-1]["id"], (
-        f"{head}, and process 0 compiled them under other keys{_differing(found, run)}, so no process writes"
-        f" process {index}'s: it compiles them cold on every run, shared dir or not"), False)
+        cause = Cause(C_NOT_SHARED, facts | {"found": len(seen), "on": seen[-1]["hostname"], "warm_row": seen[-1]["id"]})
+        return Finding(CACHE_NOT_WRITTEN, last["id"], cause, True, seen[-1]["id"], program_of(last), last["run_id"],
+                       facts["seconds"])
+    cause = Cause(C_OTHER_KEYS, facts | {"differ": _differing(found, run)})
+    return Finding(CACHE_NOT_WRITTEN, last["id"], cause, False, None, program_of(last), last["run_id"],
+                   facts["seconds"])
 
 
-def _differing(found: list[dict], run: list[dict]) -> str:
-    """What process 0's key for the same function differs in (diagnose's names), if known."""
+def _differing(found: list[dict], run: list[dict]) -> list[str]:
+    """What process 0's key for the same function differs in (the key's components), if known."""
     what = ("function", "input_signature", "transform")
     zero = {tuple(r[f] for f in what): r for r in run if r["process_index"] == 0}
-    names = sorted({c for r in found if (z := zero.get(tuple(r[f] for f in what)))
-                    for c in diagnose(r, z) if c not in (SAME_KEY, UNKNOWN_CAUSE, EMPTY_DIR)})
-    return f" (differing in {', '.join(names)})" if names else ""
+    names = set()
+    for r in found:
+        z = zero.get(tuple(r[f] for f in what))
+        if z is not None and (c := compared(r, z)).code == C_COMPONENTS:
+            names.update(c.facts["differ"])
+    return sorted(names)
 
 
 def _below_threshold(rows: list[dict], below_s: float) -> list[Finding]:
@@ -210,11 +212,12 @@ def _below_threshold(rows: list[dict], below_s: float) -> list[Finding]:
     if not under or total <= below_s:
         return []
     limits = sorted({r["cache_min_compile_time_s"] for r in under if r["cache_min_compile_time_s"] is not None})
-    limit = f" ({', '.join(f'{x:g}' for x in limits)} s)" if limits else ""
-    cause = (f"{len(under)} compiles under jax_persistent_cache_min_compile_time_secs{limit} took {_s(total)} in run"
-             f" {under[0]['run_id'][:12]} and were never written, so every run pays them again: setting it to 0"
-             f" (JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0) keeps them, and would save up to {_s(total)} a run")
-    return [Finding(BELOW_THRESHOLD, under[-1]["id"], cause, False)]
+    compiled = sum(r["cache_state"] in (COLD, WARM) for r in rows)
+    written = sum(r["cache_state"] == COLD and r["cache_not_persisted"] is None for r in rows)
+    last = under[-1]
+    cause = Cause(C_RUN_UNDER_THRESHOLD, {"n": len(under), "seconds": total, "limits": limits, "run": last["run_id"],
+                                          "compiles": compiled, "written": written})
+    return [Finding(BELOW_THRESHOLD, last["id"], cause, False, None, program_of(last), last["run_id"], total)]
 
 
 def _prunes(conn, keys: set[str]) -> dict[str, list[dict]]:
@@ -243,10 +246,9 @@ def _evicted(rows: list[dict], pruned: dict) -> list[Finding]:
             last_warm = r if r["cache_state"] == WARM else None
         if len(evictions) >= 2:
             r, w, limit = evictions[-1]
-            cause = (f"entry {r['cache_key']} in {cache_dir} on {host} was evicted and compiled cold again"
-                     f" {len(evictions)} times (warm, then cold with the same key; last warm row {w['id']}) under"
-                     f" {MAX_SIZE}={limit} bytes: raise the limit, or remove dead weight (`ledger cache prune`)")
-            out.append(Finding(EVICTED, r["id"], cause, True, w["id"]))
+            cause = Cause(C_CHURN, {"key": r["cache_key"], "dir": cache_dir, "host": host, "times": len(evictions),
+                                    "warm_row": w["id"], "limit": limit})
+            out.append(Finding(EVICTED, r["id"], cause, True, w["id"], program_of(r), r["run_id"], r["compile_s"]))
     return out
 
 

@@ -20,6 +20,9 @@ OK, REGRESSION, INCONCLUSIVE = "ok", "regression", "inconclusive"
 WENT_COLD, CACHE_OFF, CACHE_NOT_REUSED, JAX_CHANGED = "went-cold", "cache-off", "cache-not-reused", "jax-changed"
 # the cache's health (ledger/watch/health.py)
 CACHE_NOT_WRITTEN, BELOW_THRESHOLD, EVICTED = "cache-not-written", "below-threshold", "evicted"
+PINNED_KINDS = (OK, REGRESSION, INCONCLUSIVE)  # a warm row against its pin (check.py's SQL)
+HEALTH_KINDS = (CACHE_NOT_WRITTEN, BELOW_THRESHOLD, EVICTED)  # about a run or an entry (health.py)
+# every other kind is a cell's, found by a cache pass (judge.PASSES)
 
 
 @dataclass(frozen=True)
@@ -33,7 +36,27 @@ class Kind:
 
 
 def _head(f: dict) -> str:
+    """A finding's head: its kind and what it is about, the cell (host and cell), or for a
+    finding about a run (health.py's) the program and the run."""
+    facts = f.get("facts") or {}
+    if f["verdict"] in HEALTH_KINDS and facts.get("program") is not None:
+        run = f" run {facts['run'][:12]}" if facts.get("run") else ""
+        return f"{f['verdict']:<13} {program_text(facts['program'])}{run}"
     return f"{f['verdict']:<13} {describe_key(f)}"
+
+
+PROGRAM_WIDTH = 100
+
+
+def program_text(program: str | None) -> str:
+    """A program (a recorded command line, or `objective NAME`) as a line shows it: in
+    backticks, its middle elided past PROGRAM_WIDTH characters (the whole in --json)."""
+    if program is None:
+        return "(no program)"
+    if len(program) > PROGRAM_WIDTH:
+        half = PROGRAM_WIDTH // 2 - 1
+        program = f"{program[:half]}…{program[-half:]}"
+    return f"`{program}`"
 
 
 def _versus(f: dict) -> str:
