@@ -365,7 +365,7 @@ def diff(db=None, a: str | None = None, b: str | None = None):
 def report(db=None, *, filters: dict | None = None, predictions: bool = True) -> str:
     """`ledger report`: the markdown report (``predictions``: how often predict held)."""
     from ledger.filters import refuse_unmatched
-    from ledger.report import health, lines, recorded, saved, text
+    from ledger.report import health, lines, recorded, saved, text, todo
     from ledger.report import predictions as scored
 
     filters = filters or {}
@@ -373,7 +373,7 @@ def report(db=None, *, filters: dict | None = None, predictions: bool = True) ->
         with ledger.engine.connect() as conn:  # a typo'd filter is not an empty report
             refuse_unmatched(conn, filters, "nothing to report")
         out = text.markdown(lines.build(ledger.engine, filters), recorded.build(ledger.engine, filters),
-                            saved.per_day(ledger.engine, filters))
+                            saved.per_day(ledger.engine, filters), todo.markdown(ledger.engine, filters))
         out += "\n" + health.markdown(ledger.engine, filters)
         if predictions:
             out += scored.markdown(ledger.engine, filters.get("hostname"))

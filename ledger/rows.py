@@ -91,9 +91,15 @@ def describe_key(row) -> str:
     # a recorded compile's cell is its function at an input signature
     # (JAX did not say: "?", not Python's None)
     signature = row.get("input_signature")
-    function = f" {row.get('function')}({'?' if signature is None else signature})" \
+    function = f" {function_name(row['function'], row.get('variant'))}({'?' if signature is None else signature})" \
         if row.get("function") is not None else ""
     return f"{host} {cell} {row['transform']}{function}" + (f" ({', '.join(shape)})" if shape else "")
+
+
+def function_name(function: str, variant: int | None) -> str:
+    """A recorded function as people read it: its name, and which program of that name
+    and signature it is where its process compiled more than one (jit_step#2)."""
+    return f"{function}#{variant + 1}" if variant else function
 
 
 def utc_now() -> str:

@@ -58,8 +58,8 @@ def test_a_pinned_warm_cell_probed_without_a_cache_dir_is_cache_off(any_db, tmp_
     assert query(any_db, "SELECT verdict, row_id, pin_id FROM verdicts") == [("cache-off", off, 1)]
     assert query(any_db, "SELECT exit_code FROM check_runs") == [(1,)]
     explain = ledger("explain", off, "--db", any_db).stdout.splitlines()
-    assert explain[-1] == (f"cause: cache-off: no cache dir on this compile; the cell was warm under cache dir {cache}"
-                           f" (last warm row {warm})")
+    assert explain[-1] == (f"cause: cache-off: no cache dir since row {off} (cache_state none); the cell was warm"
+                           f" under cache dir {cache} (last warm row {warm})")
     assert cold < warm < off
     # the report marks the cell, and a millisecond compile keeps its digits
     (w, c), = query(any_db, f"SELECT (SELECT compile_s FROM compile_records WHERE id = {warm}),"
@@ -160,7 +160,7 @@ def test_a_jax_bump_is_reported_and_does_not_fail(any_db, tmp_path, real_rows):
     first = imported(any_db, tmp_path, "bump1", [bumped(r, new, "2099-01-01T00:00:00", "bump1") for r in colds])
     check = ledger("check", "--db", any_db)
     assert check.stdout.splitlines() == [
-        (f"jax-changed   jax {old} → {new} on local_cpu/{host}: 2 cells recompile once (rows {first[0]}, {first[1]});"
+        (f"jax-changed   jax {old} → {new} on local_cpu/{host}: 2 cells of `objective toy` recompile once (rows {first[0]}, {first[1]});"
          " expected after a bump, does not fail"),
         f"check run 1 (tolerance 1.5x): {ALWAYS}, 2 jax-changed"]
     assert query(any_db, "SELECT verdict, count(*) FROM verdicts GROUP BY verdict") == [("jax-changed", 2)]
@@ -173,7 +173,8 @@ def test_a_jax_bump_is_reported_and_does_not_fail(any_db, tmp_path, real_rows):
     assert lines[0].startswith(f"went-cold     local_cpu/{host} jax {new} imaging/toy/synthetic jit (n_batch 8, batch_size 4),"
                              " cache dir ")
     assert f": row {again} is cold: " in lines[0] and f"(still cold after 2 runs under jax {new}; " in lines[0]
-    assert lines[1].startswith(f"jax-changed   jax {old} → {new} on local_cpu/{host}: 1 cell recompiles once")
+    # the other cell's jax-changed was said by check run 1: counted, not listed again
+    assert lines[1] == "1 finding in 1 line unchanged since check run 1: ledger check --verbose lists them"
     assert lines[2] == f"check run 2 (tolerance 1.5x): {ALWAYS.replace('0 went-cold', '1 went-cold')}, 1 jax-changed"
 
     # warm under the new jax: nothing left to say
@@ -240,9 +241,9 @@ def test_0008_splits_existing_pins_by_their_source_rows_shape(db, tmp_path):
     assert query(db, "SELECT row_id, n_batch, batch_size, pin_key FROM pins") == [
         (four, 4, 2, '["local_cpu","node1","0.10.2",false,"warm","imaging","mge","hst","vmap_vag",4,2]')]
     assert query(db, "SELECT DISTINCT pin_key FROM pin_history") == query(db, "SELECT pin_key FROM pins")
-    migrate(db, "upgrade", "head")  # 0011: the cell gains function and input_signature, NULL here
+    migrate(db, "upgrade", "head")  # 0011 and 0015: the cell gains function, input_signature and variant, NULL here
     assert query(db, "SELECT pin_key FROM pins") == [
-        ('["local_cpu","node1","0.10.2",false,"warm","imaging","mge","hst","vmap_vag",null,null,4,2]',)]
+        ('["local_cpu","node1","0.10.2",false,"warm","imaging","mge","hst","vmap_vag",null,null,null,4,2]',)]
     assert query(db, "SELECT DISTINCT pin_key FROM pin_history") == query(db, "SELECT pin_key FROM pins")
     assert ledger("pins", "update", "--db", db).stdout.splitlines()[-1] == "2 pins: 1 new, 0 repinned, 1 unchanged"
     assert query(db, "SELECT row_id FROM pins ORDER BY id") == [(four,), (eight,)]

@@ -29,6 +29,7 @@ import time
 
 from ledger.recorder import spool
 from ledger.recorder.hook import warn_once
+from ledger.recorder.tally import CacheTally
 
 HOLD_S = 10.0  # a record whose duration event never came goes in with the hook's clock
 
@@ -47,6 +48,7 @@ class RunIngester:
         self.amends: dict[tuple[str, int], float] = {}
         self.written = self.invalid = 0
         self.states: dict[str, int] = {}
+        self.cache = CacheTally()  # what the cache did with them, for the closing line
         self.unrecorded: list[str] = []
         self.byes: list[int] = []
         self.bad: dict[str, str] = {}  # spool file -> why its first bad line is not the recorder's
@@ -116,6 +118,7 @@ class RunIngester:
         self.written += len(rows)
         for row in rows:
             self.states[row.get("cache_state")] = self.states.get(row.get("cache_state"), 0) + 1
+            self.cache.add(row)
         return True
 
     def _rows(self, records: list[dict]) -> list[dict]:
@@ -164,6 +167,9 @@ class RunIngester:
         if self.written:
             states = ", ".join(f"{n} {s}" for s, n in sorted(self.states.items()))
             parts.append(f"{self.written} compiles recorded into {display} ({states}), run {run_id[:12]}")
+            said = self.cache.line()
+            if said:
+                parts.append(said)
         if self.held:
             why = f"{type(self.error).__name__}: {self.error}" if self.error is not None else "not written yet"
             parts.append(f"{len(self.held)} compiles kept in {self.run_dir} ({_one_line(why)}); "

@@ -1,13 +1,16 @@
 """`ledger diff RUN_A RUN_B`: what changed between two runs, function by function.
 
-A function is (transform, function, input_signature): a recorded program's function at
-one signature, or a probe's transform. Each run is read at the function's first compile
-in it (what the persistent cache decided for that run; a later compile of the same
-function in the same run is a second process or the warm phase of --cold-warm). Slower
-and faster are judged as `ledger check` judges a regression against its pin when no
-history is known: over TOLERANCE times and more than MIN_DIFF seconds apart. A went-cold
-function's cause is what differs between its two rows (ledger/watch/judge.py, as
-`ledger explain` names it), or explain's own answer where the runs used two cache dirs.
+A function is (transform, function, input_signature, variant): a recorded program's
+function at one signature, or a probe's transform. Each run is read at the function's first
+compile in it (what the persistent cache decided for that run; a later compile of the same
+function in the same run is a second process or the warm phase of --cold-warm). Slower and
+faster are judged against noise: warm against warm or cold against cold, on hosts that
+were not loaded, beyond the spread of the function's own history where it has one (as a
+pin's history judges a regression: ledger/watch/history.py), else over TOLERANCE times and
+more than MIN_DIFF seconds apart; what the raw numbers call slower but noise explains is
+"same (noise)". A went-cold function's cause is `ledger explain`'s (ledger/watch/judge.py:
+one judgement for every command). A run is named by its id or the start of it (the 12
+characters `ledger record` prints).
 """
 
 from __future__ import annotations
@@ -18,14 +21,17 @@ import sqlalchemy as sa
 
 from ledger.errors import LedgerError
 from ledger.record import COLD, WARM
-from ledger.rows import ok_sql, time_sql
+from ledger.rows import before_sql, function_name, newest_first, ok_sql, time_sql
 from ledger.watch.check import MIN_DIFF, TOLERANCE
+from ledger.watch.history import WINDOW, stats
+from ledger.watch.keys import loaded_sql
 
 NEW, GONE, WENT_COLD, WENT_WARM, SLOWER, FASTER, SAME = (
     "new", "gone", "went-cold", "went-warm", "slower", "faster", "same")
 CHANGES = (WENT_COLD, SLOWER, NEW, GONE, WENT_WARM, FASTER, SAME)  # the order lines are shown in
 FAILS = (WENT_COLD, SLOWER)
-NAME = ("transform", "function", "input_signature")
+NAME = ("transform", "function", "input_signature", "variant")
+NOISE = "noise"  # a same whose raw numbers said slower or faster: within its spread, or a loaded host
 
 
 class DiffUsageError(LedgerError):
@@ -49,35 +55,97 @@ class Diff:
 
     def as_json(self) -> dict:
         return {"a": self.a, "b": self.b, "exit_code": self.exit_code, "counts": self.counts(),
-                "functions": [{k: f[k] for k in (*NAME, "a", "b", "change", "cause")} for f in self.functions]}
+                "functions": [{k: f[k] for k in (*NAME, "a", "b", "change", "note", "cause")} for f in self.functions]}
+
+
+def resolve_run(conn, given: str) -> str:
+    """A run id as given, or the one run whose id starts with it (the 12 characters
+    `ledger record` prints); an unknown or ambiguous one is a usage error."""
+    found = conn.execute(sa.text("SELECT 1 FROM compile_records WHERE run_id = :run LIMIT 1"), {"run": given}).first()
+    if found is not None:
+        return given
+    like = given.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    runs = [r[0] for r in conn.execute(sa.text("SELECT DISTINCT run_id FROM compile_records WHERE run_id LIKE :p"
+                                               " ESCAPE '\\' LIMIT 2"), {"p": like})]
+    if len(runs) == 1:
+        return runs[0]
+    shown = given if len(given) <= 40 else given[:37] + "..."
+    if runs:
+        raise DiffUsageError(f"{shown!r} starts more than one run id: give more of it (`ledger runs` lists them)")
+    raise DiffUsageError(f"no run {shown!r} in this ledger (`ledger runs` lists them)")
+
+
+# What a function's first compile in a run is read as: its name, state, seconds, and what
+# says whether its host was loaded and which comparability key its history is.
+_READ = ("id", *NAME, "cache_state", "compile_s", "timestamp", "host_load_avg_1m", "host_cpu_count",
+         "host_cpu_affinity")
 
 
 def _first_compiles(conn, run_id: str) -> dict[tuple, dict]:
-    sql = (f"SELECT id, {', '.join(NAME)}, cache_state, compile_s FROM compile_records"
+    sql = (f"SELECT {', '.join(_READ)}, {loaded_sql()} AS loaded FROM compile_records"
            f" WHERE run_id = :run AND {ok_sql()} ORDER BY {time_sql()}, id")
     out: dict[tuple, dict] = {}
     for r in conn.execute(sa.text(sql), {"run": run_id}).mappings():
-        out.setdefault(tuple(r[k] for k in NAME), dict(r))
+        key = tuple(r[k] for k in NAME)
+        if key not in out:
+            out[key] = {"id": r["id"], "cache_state": r["cache_state"], "compile_s": r["compile_s"],
+                        "loaded": bool(r["loaded"])}
     if not out:
         raise DiffUsageError(f"no run {run_id!r} in this ledger (`ledger runs` lists them)")
     return out
 
 
-def change_of(a: dict | None, b: dict | None) -> str:
+def change_of(a: dict | None, b: dict | None, history: list[float] | None = None) -> str:
+    """How a function changed from run a to run b. Slower and faster are said of warm
+    against warm or cold against cold on hosts that were not loaded, beyond the spread of
+    the function's own history where it has one (history.MIN_HISTORY compiles of its key,
+    unloaded), else beyond the fixed tolerance; anything else is the same."""
+    return _change(a, b, history)[0]
+
+
+def _change(a, b, history) -> tuple[str, str | None]:
     if a is None or b is None:
-        return NEW if a is None else GONE
+        return (NEW if a is None else GONE), None
     if a["cache_state"] == WARM and b["cache_state"] == COLD:
-        return WENT_COLD
+        return WENT_COLD, None
     if a["cache_state"] == COLD and b["cache_state"] == WARM:
-        return WENT_WARM
+        return WENT_WARM, None
     x, y = a["compile_s"], b["compile_s"]
-    if x is None or y is None:
-        return SAME
-    if y > x * TOLERANCE and y - x > MIN_DIFF:
-        return SLOWER
-    if x > y * TOLERANCE and x - y > MIN_DIFF:
-        return FASTER
-    return SAME
+    if x is None or y is None or a["cache_state"] != b["cache_state"]:
+        return SAME, None
+    raw = SLOWER if y > x * TOLERANCE and y - x > MIN_DIFF else FASTER if x > y * TOLERANCE and x - y > MIN_DIFF \
+        else SAME
+    if raw == SAME:
+        return SAME, None
+    if a.get("loaded") or b.get("loaded"):
+        return SAME, NOISE
+    found = stats(history or [])
+    if found["threshold_s"] is not None:
+        spread = found["threshold_s"] - found["history_median_s"]
+        beyond = y - x > max(spread, MIN_DIFF) if raw == SLOWER else x - y > max(spread, MIN_DIFF)
+        if not beyond:
+            return SAME, NOISE
+    return raw, None
+
+
+def _histories(conn, run_b: str, names: list[tuple]) -> dict[tuple, list[float]]:
+    """Each named function's history in run b's key: its compiles of b's state before b,
+    on hosts that were not loaded, the newest WINDOW."""
+    from ledger.record import COMPARABILITY_KEY
+    from ledger.watch.keys import same_as_sql
+
+    out: dict[tuple, list[float]] = {}
+    d = conn.dialect.name
+    for name in names:
+        row = conn.execute(sa.text(f"SELECT * FROM compile_records WHERE run_id = :run AND {ok_sql()} AND"
+                                   f" {same_as_sql(NAME, d)} ORDER BY {time_sql()}, id LIMIT 1"),
+                           {"run": run_b, **dict(zip(NAME, name))}).mappings().first()
+        sql = (f"SELECT compile_s FROM compile_records WHERE {ok_sql()} AND compile_s IS NOT NULL"
+               f" AND NOT {loaded_sql()} AND {same_as_sql(COMPARABILITY_KEY, d)}"
+               f" AND {before_sql('', ':ts', ':id')} ORDER BY {newest_first()} LIMIT {WINDOW}")
+        params = {f: row[f] for f in COMPARABILITY_KEY} | {"ts": row["timestamp"] or "", "id": row["id"]}
+        out[name] = [v for (v,) in conn.execute(sa.text(sql), params)]
+    return out
 
 
 def _causes(engine, pairs: list[tuple[int, int]]) -> dict[int, str]:
@@ -97,15 +165,20 @@ def _shown(r: dict | None) -> dict | None:
 
 def diff_runs(engine, a: str, b: str) -> Diff:
     with engine.connect() as conn:
+        a, b = resolve_run(conn, a), resolve_run(conn, b)
         first, second = _first_compiles(conn, a), _first_compiles(conn, b)
+        names = sorted(first.keys() | second.keys(), key=lambda k: tuple("" if v is None else str(v) for v in k))
+        raw = {name: _change(first.get(name), second.get(name), None) for name in names}
+        judged = [n for n in names if raw[n][0] in (SLOWER, FASTER)]
+        histories = _histories(conn, b, judged) if judged else {}
+    changes = {n: _change(first.get(n), second.get(n), histories[n]) if n in histories else raw[n] for n in names}
     out = Diff(a, b)
-    names = sorted(first.keys() | second.keys(), key=lambda k: tuple("" if v is None else str(v) for v in k))
-    changes = {name: change_of(first.get(name), second.get(name)) for name in names}
-    causes = _causes(engine, [(first[n]["id"], second[n]["id"]) for n in names if changes[n] == WENT_COLD])
+    causes = _causes(engine, [(first[n]["id"], second[n]["id"]) for n in names if changes[n][0] == WENT_COLD])
     for name in names:
         x, y = first.get(name), second.get(name)
-        out.functions.append({**dict(zip(NAME, name)), "a": _shown(x), "b": _shown(y), "change": changes[name],
-                              "cause": causes.get(y["id"]) if changes[name] == WENT_COLD else None})
+        change, note = changes[name]
+        out.functions.append({**dict(zip(NAME, name)), "a": _shown(x), "b": _shown(y), "change": change,
+                              "note": note, "cause": causes.get(y["id"]) if change == WENT_COLD else None})
     out.functions.sort(key=lambda f: CHANGES.index(f["change"]))
     return out
 
@@ -130,10 +203,11 @@ def last_two(engine) -> tuple[str, str]:
 
 def line(f: dict) -> str:
     """One function, for people."""
-    name = f["function"] or f["transform"]
+    name = function_name(f["function"], f.get("variant")) if f["function"] else f["transform"]
     if f["input_signature"]:
         name += f"({f['input_signature']})"
     side = [("-" if s is None else f"{s['cache_state']} {s['compile_s']:.3f} s" if s["compile_s"] is not None
              else s["cache_state"]) for s in (f["a"], f["b"])]
-    text = f"{f['change']:<9} {name}: {side[0]} -> {side[1]}"
+    change = f"{f['change']} ({f['note']})" if f.get("note") else f["change"]
+    text = f"{change:<9} {name}: {side[0]} -> {side[1]}"
     return text + (f": {f['cause']}" if f["cause"] else "")

@@ -209,17 +209,22 @@ def _cells(row: str) -> list[str]:
     return [c.strip().replace("\\|", "|") for c in parts]
 
 
+def _text(markdown_text: str) -> str:
+    return html.escape(html.unescape(markdown_text))
+
+
 def from_markdown(md: str) -> str:
     """The report's own markdown (text.py: headings, paragraphs, pipe tables, <details>
-    lines, bullets) as HTML; every text escaped, only those few tags made."""
+    lines, bullets) as HTML; every text escaped, only those few tags made. The markdown's
+    own escapes (text.py's md()) are read back first, so a value shows as it was stored."""
     out, table = [], []
 
     def flush() -> None:
         if table:
             head, align, *rows = table
             num = [a.endswith(":") for a in _cells(align)]  # "---:": a column of numbers, right-aligned
-            cols = "".join(f"<th>{html.escape(c)}</th>" for c in _cells(head))
-            body = "".join("<tr>" + "".join(f"<td{' class=num' if right else ''}>{html.escape(c)}</td>"
+            cols = "".join(f"<th>{_text(c)}</th>" for c in _cells(head))
+            body = "".join("<tr>" + "".join(f"<td{' class=num' if right else ''}>{_text(c)}</td>"
                                             for c, right in zip(_cells(r), num)) + "</tr>"
                            for r in rows)
             out.append(_wrap(f"<table><thead><tr>{cols}</tr></thead><tbody>{body}</tbody></table>", len(rows)))
@@ -231,15 +236,15 @@ def from_markdown(md: str) -> str:
             continue
         flush()
         if m := re.fullmatch(r"<details><summary>(.*)</summary>", ln):
-            out.append(f"<details><summary>{html.escape(m.group(1))}</summary>")
+            out.append(f"<details><summary>{_text(m.group(1))}</summary>")
         elif ln == "</details>":
             out.append("</details>")
         elif ln.startswith("### "):
-            out.append(f"<h2>{html.escape(ln[4:].replace('`', ''))}</h2>")
+            out.append(f"<h2>{_text(ln[4:].replace('`', ''))}</h2>")
         elif ln.startswith("- "):
-            out.append(f"<p class=note>{html.escape(ln[2:])}</p>")
+            out.append(f"<p class=note>{_text(ln[2:])}</p>")
         elif ln.strip():
-            out.append(f"<p>{html.escape(ln)}</p>")
+            out.append(f"<p>{_text(ln)}</p>")
     flush()
     return "\n".join(out)
 
@@ -277,10 +282,13 @@ def _charted(lines: list[Line]) -> set[tuple]:
     return set(sorted(cost, key=lambda h: -cost[h])[:CHARTED])
 
 
-def page(lines: list[Line], points: dict[tuple, list[dict]], programs: str = "", after: str = "") -> str:
-    """The whole HTML report: the recorded programs first (what ran, its costliest
-    functions), then one section per host key, then what the cache saved and predictions."""
-    body = [f"<h1>Compile ledger report</h1><p>{html.escape(text.INTRO)}</p>", from_markdown(programs)]
+def page(lines: list[Line], points: dict[tuple, list[dict]], programs: str = "", after: str = "",
+         todo: str = "") -> str:
+    """The whole HTML report: what to do (the newest check's root causes), the recorded
+    programs (what ran, its costliest functions), then one section per host key, then what
+    the cache saved and predictions."""
+    body = ["<h1>Compile ledger report</h1>", from_markdown(todo), f"<p>{html.escape(text.INTRO)}</p>",
+            from_markdown(programs)]
     if not lines:
         body.append("<p>No warm or cold compile rows.</p>")
     charted = _charted(lines)
@@ -294,7 +302,7 @@ def page(lines: list[Line], points: dict[tuple, list[dict]], programs: str = "",
 def write_html(engine, path, filters: dict | None = None) -> tuple[int, int]:
     """Write the HTML report to `path` atomically; returns its numbers of key tables and
     charts."""
-    from ledger.report import health, predictions, recorded, saved
+    from ledger.report import health, predictions, recorded, saved, todo
 
     with engine.connect() as conn:
         lines = rl.collect(conn, filters)
@@ -305,6 +313,6 @@ def write_html(engine, path, filters: dict | None = None) -> tuple[int, int]:
     days = saved.per_day(engine, filters)
     after = "\n".join([health.markdown(engine, filters), "\n".join(text.time_saved(days)) if days else "",
                        predictions.markdown(engine, (filters or {}).get("hostname"))])
-    atomic_write(path, page(lines, points, programs, after))
+    atomic_write(path, page(lines, points, programs, after, todo.markdown(engine, filters)))
     tables = len(rl.group_by_host(lines))
     return tables, 2 * min(tables, CHARTED)

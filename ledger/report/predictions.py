@@ -4,6 +4,7 @@ scored (ledger/predict/store.py); each failed prediction is a finding, one line 
 from __future__ import annotations
 
 from ledger.predict.store import has_table, scores
+from ledger.report.text import md
 
 HEADING = "### Predictions"
 
@@ -15,12 +16,12 @@ def markdown(engine, hostname: str | None = None) -> str:
     if not found:
         return ""
     out = ["", HEADING, "", "| host | scored | held | held % |", "|---|---:|---:|---:|"]
-    out += [f"| {s.hostname} | {s.scored} | {s.held} | {100 * s.held / s.scored:.0f}% |" for s in found]
+    out += [f"| {md(s.hostname)} | {s.scored} | {s.held} | {100 * s.held / s.scored:.0f}% |" for s in found]
     failed = [f for s in found for f in s.failed]
     if failed:
         out += ["", "Predictions that did not hold:", ""]
-        out += [f"- prediction {f['prediction_id']} ({f['created_at']}, {f['hostname']}): "
-                f"{f['dataset_class']} / {f['model_type']} / {f['instrument']} {f['transform']} "
-                f"predicted {f['predicted']}, row {f['row_id']} measured {f['measured']}"
+        out += [md(f"- prediction {f['prediction_id']} ({f['created_at']}, {f['hostname']}): "
+                   f"{f['dataset_class']} / {f['model_type']} / {f['instrument']} {f['transform']} "
+                   f"predicted {f['predicted']}, row {f['row_id']} measured {f['measured']}")
                 for f in failed]
     return "\n".join(out) + "\n"

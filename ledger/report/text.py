@@ -8,6 +8,7 @@ import math
 from ledger.output import shown
 from ledger.record import CELL_FIELDS, SHAPE_FIELDS
 from ledger.report.lines import Line, group_by_host
+from ledger.rows import function_name
 
 LOADED_MARK = "†"
 LOADED_NOTE = f"{LOADED_MARK} measured on a loaded host (1-minute load above the usable cores)"
@@ -34,9 +35,9 @@ def cell_title(ln: Line) -> str:
     """dataset_class / model_type / instrument: the cell a line belongs to, with its
     batch shape where the table holds more than one."""
     title = " / ".join(show(v) for v in ln.cell[:3])
-    function, signature = (ln.cell[CELL_FIELDS.index(f)] for f in ("function", "input_signature"))
+    function, signature, variant = (ln.cell[CELL_FIELDS.index(f)] for f in ("function", "input_signature", "variant"))
     if function is not None:  # a recorded compile: its cell is the function at a signature
-        title += f" {function}({show(signature)})"
+        title += f" {function_name(function, variant)}({show(signature)})"
     if ln.show_shape:
         title += " (" + ", ".join(f"{f} {show(v)}" for f, v in zip(SHAPE_FIELDS, ln.shape)) + ")"
     return title
@@ -73,20 +74,27 @@ def cells(ln: Line) -> list[str]:
             show(ln.verdict), show(src and src["tag"]), when(src and src["timestamp"])]
 
 
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|")
+def md(text) -> str:
+    """A value as markdown text: HTML's specials escaped (a tag or cell value such as
+    `<img src=x onerror=...>` stays text wherever the markdown is rendered, the README
+    block included) and a pipe escaped (it would end the table's cell)."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace("|", "\\|")
 
 
-def markdown(lines: list[Line], programs: list | None = None, saved: list | None = None) -> str:
-    """The whole report as markdown: a heading and a table per host key, then one per
-    recorded program (ledger/report/recorded.py)."""
-    out = [INTRO, ""]
+
+
+def markdown(lines: list[Line], programs: list | None = None, saved: list | None = None, todo: str = "") -> str:
+    """The whole report as markdown: what to do (the newest check's root causes), a heading
+    and a table per host key, then one per recorded program (ledger/report/recorded.py)."""
+    out = [todo] if todo else []
+    out += [INTRO, ""]
     if not lines:
-        return "\n".join([*out, "No warm or cold compile rows."]) + "\n"
+        out += ["No warm or cold compile rows of a probe or a program's own jitted functions"
+                + (": the recorded programs below compiled only JAX's eager primitives." if programs else "."), ""]
     for host, group in group_by_host(lines):
-        out += [f"### {_md_escape(host_title(host))}", "", "| " + " | ".join(COLUMNS) + " |",
+        out += [f"### {md(host_title(host))}", "", "| " + " | ".join(COLUMNS) + " |",
                 "|" + "|".join("---:" if c in NUMERIC else "---" for c in COLUMNS) + "|"]
-        out += ["| " + " | ".join(_md_escape(c) for c in cells(ln)) + " |" for ln in group]
+        out += ["| " + " | ".join(md(c) for c in cells(ln)) + " |" for ln in group]
         if any(ln.loaded for ln in group):
             out += ["", LOADED_NOTE]
         out.append("")
@@ -107,7 +115,7 @@ def time_saved(days: list) -> list[str]:
            "| " + " | ".join(SAVED_COLUMNS) + " |", "|---|---|---|---:|---:|---:|"]
     for d in days:
         saved = significant(d.saved_s) + (f" (+{d.unknown} unknown)" if d.unknown else "")
-        out.append(f"| {_md_escape(show(d.hostname))} | {_md_escape(show(d.cache_dir))} | {d.day} | {d.compiles}"
+        out.append(f"| {md(show(d.hostname))} | {md(show(d.cache_dir))} | {d.day} | {d.compiles}"
                    f" | {100 * d.hit_rate:.0f}% | {saved} |")
     return [*out, ""]
 
@@ -124,7 +132,7 @@ def _removed(value: float | None, unknown: int = 0) -> str:
 
 def _function_row(f, total: float) -> str:
     share = f"{100 * f.compile_s / total:.0f}%" if total > 0 else "-"
-    return (f"| {_md_escape(f.function)} | {f.compiles} | {len(f.signatures)} | {significant(f.compile_s)}"
+    return (f"| {md(f.function)} | {f.compiles} | {len(f.signatures)} | {significant(f.compile_s)}"
             f" | {share} | {f.warm} | {_removed(f.removed)} |")
 
 
@@ -133,22 +141,25 @@ def recorded_program(p) -> list[str]:
     its own functions (the costliest TOP), JAX's eager primitives folded into one line."""
     total = p.compile_s
     removed = None if p.warm and p.unknown == p.warm else p.removed_s
-    out = [f"### recorded: `{_md_escape(p.command)}`", "",
-           (f"Run {p.run_id[:12]} on {show(p.hostname)}, {when(p.timestamp)}: {p.compiles} compiles"
+    out = [f"### recorded: `{md(p.command)}`", "",
+           (f"Run {p.run_id[:12]} on {md(show(p.hostname))}, {when(p.timestamp)}: {p.compiles} compiles"
             f" ({p.compiles - p.warm} cold or uncached, {p.warm} warm), {significant(total)} s of compiles; "
             + ("what the cache removed is unknown (no cold compile of these functions to compare with)."
                if removed is None else f"the cache removed {_removed(removed, p.unknown)} s"
                " (each warm compile against its cell's cold one).")), "",
            "| " + " | ".join(PROGRAM_COLUMNS) + " |",
            "|---|---:|---:|---:|---:|---:|---:|"]
-    out += [_function_row(f, total) for f in p.own[:TOP]]
-    if len(p.own) > TOP:
-        rest = p.own[TOP:]
+    # the program's own functions, or where it has none (every compile an eager primitive: a
+    # fit that is not jitted) the costliest primitives: the table is never an empty header
+    shown, folded = (p.own, p.eager) if p.own else (p.eager, [])
+    out += [_function_row(f, total) for f in shown[:TOP]]
+    if len(shown) > TOP:
+        rest = shown[TOP:]
         out.append(f"| {len(rest)} more functions | {sum(f.compiles for f in rest)} | |"
                    f" {significant(sum(f.compile_s for f in rest))} | | | |")
-    if p.eager:
-        n, seconds = sum(f.compiles for f in p.eager), sum(f.compile_s for f in p.eager)
+    if folded:
+        n, seconds = sum(f.compiles for f in folded), sum(f.compile_s for f in folded)
         out += ["", f"<details><summary>{n} eager primitive compiles, {significant(seconds)} s in all</summary>", "",
                 "| " + " | ".join(PROGRAM_COLUMNS) + " |", "|---|---:|---:|---:|---:|---:|---:|",
-                *(_function_row(f, total) for f in p.eager), "", "</details>"]
+                *(_function_row(f, total) for f in folded), "", "</details>"]
     return [*out, ""]

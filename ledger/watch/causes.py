@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
+from ledger.probes.jax_internals import OPT_MIN_COMPILE_TIME, OPT_MIN_ENTRY_SIZE
 from ledger.record import CACHE_CELL, NOT_PERSISTED_COMPILE_TIME, NOT_PERSISTED_ENTRY_SIZE, WARM
 from ledger.rows import before_sql, newest_first, ok_sql
 from ledger.watch.keys import same_as_sql
@@ -28,8 +29,7 @@ EMPTY_DIR = "cache dir was empty before the compile"
 PRECISION = "precision: jax_enable_x64 changed"
 SAME_KEY = "same cache key as the warm row (its entry was removed or never written)"
 MAX_SIZE = "jax_compilation_cache_max_size"
-MIN_COMPILE_TIME = "jax_persistent_cache_min_compile_time_secs"
-MIN_ENTRY_SIZE = "jax_persistent_cache_min_entry_size_bytes"
+MIN_COMPILE_TIME, MIN_ENTRY_SIZE = OPT_MIN_COMPILE_TIME, OPT_MIN_ENTRY_SIZE  # JAX's names for its thresholds
 PRUNED = "pruned"  # the entry was removed by `ledger cache prune` (its cache_prunes row)
 # The columns that show a component's actual values, where the probe recorded them.
 SHOWN_BY = {"XLA flags": "xla_flags", "jax_lib version": "jaxlib_version"}

@@ -139,7 +139,7 @@ def lines(findings: list[dict], earlier: int | None, verbose: bool = False) -> l
                    f" were not judged: {ALLOW_LOADED} judges them")
     same = [g for g in found if g.unchanged]
     if same:
-        n, failing = sum(len(g.findings) for g in same), sum(g.fails for g in same)
+        n, failing = sum(len(g.findings) for g in same), sum(f["fails"] for g in same for f in g.findings)
         out.append(f"{n} finding{'s' * (n != 1)} in {len(same)} line{'s' * (len(same) != 1)} unchanged since check"
                    f" run {earlier}" + (f", {failing} of them failing" if failing else "")
                    + ": ledger check --verbose lists them")
