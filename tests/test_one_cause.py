@@ -191,15 +191,15 @@ def test_a_first_compile_into_another_dir_after_warm_ones_is_no_finding(backend,
     moved, warm = _rows(db, "1 = 1")[-1], _rows(db, "1 = 1")[-2]
     said = run_cli("explain", moved, "--db", db).output.splitlines()
     d3, d4 = probed_ledgers["once"].parent / "d3", probed_ledgers["once"].parent / "d4"
-    assert said[-2:] == [f"cause: the first compile of this cell into cache dir {d4}: it was warm under {d3} (last"
-                         f" warm row {warm}), and a new dir starts empty", "check reports no finding for it"]
+    assert said[-2:] == [(f"cause: the first compile of this cell into cache dir {d4}: it was warm under {d3} (last"
+                         f" warm row {warm}), and a new dir starts empty"), "check reports no finding for it"]
 
 
 @pytest.mark.jax
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_new_dir_each_run_after_warm_ones_fails_naming_only_those_dirs(backend, probed_ledgers, tmp_path, request):
     db = _on(backend, probed_ledgers["each"], tmp_path, request)
-    lines, found = _check(db, ok=(1,))
+    _lines, found = _check(db, ok=(1,))
     (f,) = found["findings"]
     base = probed_ledgers["each"].parent
     newest = _rows(db, "1 = 1")[-1]
