@@ -166,7 +166,7 @@ def test_an_entry_evicted_twice_under_a_size_limit_is_churn(tmp_path):
     said = ("same cache key as the warm row, under jax_compilation_cache_max_size=65536 bytes: likely evicted"
             " (JAX removes the least recently used entries when the dir is full)")
     assert f"cause: {said}" in run_cli("explain", str(ids[-1]), "--db", db).output
-    assert f"row {ids[-1]} is cold: {said} (last warm row {ids[-2]})" in run_cli("check", "--db", db).output
+    assert f"row {ids[-1]} is cold: {said} (last warm row {ids[-2]})" in run_cli("check", "--verbose", "--db", db).output
     # the report says what the newest check found, as check said it
     report = run_cli("report", "--db", db).output
     assert report.split("### cache health\n\n")[1].split("\n\n")[:2] == [

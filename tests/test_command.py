@@ -47,7 +47,8 @@ def test_each_verb_returns_what_the_cli_prints(tmp_path):
     columns, rows = command.pins_list(db, filters={"hostname": "DESKTOP-H143S82"})
     assert columns[:3] == ["id", "hardware", "hostname"] and rows
     assert command.check(db).exit_code in (0, 1)
-    assert command.report(db).startswith("Compile times in seconds. Each table is one comparability key")
+    assert command.report(db).startswith("### what to do\n\nFrom check run 1 (")
+    assert "\nCompile times in seconds. Each table is one comparability key" in command.report(db)
     assert command.export(db, "csv").splitlines()[0].startswith("transform,")
     assert command.sql("SELECT count(*) AS n FROM compile_records", db) == (["n"], [(89,)])
 

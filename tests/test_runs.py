@@ -93,7 +93,8 @@ def test_diff_names_each_change_kind_and_fails_on_slower(two_runs):
         "run a -> run b: 6 functions: 1 slower, 1 new, 1 gone, 1 went-warm, 1 faster, 1 same"]
     out = json.loads(run_cli("diff", "a", "b", "--json", "--db", two_runs).output)
     vmap = next(f for f in out["functions"] if f["transform"] == "vmap")
-    assert vmap == {"transform": "vmap", "function": None, "input_signature": None, "change": "same", "cause": None,
+    assert vmap == {"transform": "vmap", "function": None, "input_signature": None, "variant": None, "change": "same",
+                    "note": None, "cause": None,
                     "a": {"cache_state": "warm", "compile_s": 0.5, "row_id": 4},
                     "b": {"cache_state": "warm", "compile_s": 0.52, "row_id": 9}}
     assert run_cli("diff", "--all", "a", "b", "--db", two_runs).output.count("\n") == 7

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from ledger.output import shown
 from ledger.report.text import md
 from ledger.storage.models import check_runs
 from ledger.watch.check import stored_findings
@@ -24,5 +25,5 @@ def markdown(engine, filters: dict | None = None) -> str:
     if not found:
         return ""
     out = ["### cache health", "", f"From check run {run.id} ({run.checked_at}): what the cache fails to keep.", ""]
-    out += [f"- {md(finding_line(f))}" for f in found]
+    out += [f"- {md(shown(finding_line(f)))}" for f in found]  # a stored line break stays in its line
     return "\n".join(out) + "\n\n"

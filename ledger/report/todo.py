@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from ledger.output import shown
 from ledger.report.text import md
 from ledger.storage.models import check_runs
 from ledger.watch.check import stored_findings
@@ -27,5 +28,5 @@ def markdown(engine, filters: dict | None = None) -> str:
     head = f"{HEADING}\n\nFrom check run {run.id} ({md(run.checked_at)})"
     if not found_groups:
         return f"{head}: nothing to do, the cache applied wherever it could.\n\n"
-    lines = [f"- {md(g.line())}" for g in found_groups]
+    lines = [f"- {md(shown(g.line()))}" for g in found_groups]  # a stored line break stays in its line
     return f"{head}: each root cause, costliest first.\n\n" + "\n".join(lines) + "\n\n"

@@ -59,8 +59,14 @@ def program_text(program: str | None) -> str:
     return f"`{program}`"
 
 
+def _g(x, spec: str = ".4g") -> str:
+    """A stored number as a line shows it; one a verdict does not hold (a hand-written or
+    older verdict) reads '?', never a failed format."""
+    return "?" if x is None else format(x, spec)
+
+
 def _versus(f: dict) -> str:
-    return f"row {f['row_id']} compile_s {f['compile_s']:.4g}s vs pin {f['pin_compile_s']:.4g}s (pin {f['pin_id']})"
+    return f"row {f['row_id']} compile_s {_g(f['compile_s'])}s vs pin {_g(f['pin_compile_s'])}s (pin {f['pin_id']})"
 
 
 def _regression(f: dict, head: str) -> str:
@@ -68,7 +74,7 @@ def _regression(f: dict, head: str) -> str:
 
     if f.get("rule") == HISTORY:
         return f"{head}: row {f['row_id']} compile_s {f['compile_s']:.4g}s > {rule_text(f)} (pin {f['pin_id']})"
-    return f"{head}: {_versus(f)} = {_ratio(f)} > {f['tolerance']:g}x"
+    return f"{head}: {_versus(f)} = {_ratio(f)} > {_g(f['tolerance'], 'g')}x"
 
 
 def _ratio(f: dict) -> str:
