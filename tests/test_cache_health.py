@@ -124,17 +124,24 @@ def test_compiles_too_quick_for_the_cache_are_below_threshold_with_the_setting_n
                                  " = 'min_compile_time' AND run_id = (SELECT run_id FROM compile_records"
                                  " ORDER BY id DESC LIMIT 1)")
     assert n >= 4
-    # the default (5 s a run) is far above these milliseconds: nothing said
-    assert "below-threshold" not in run_cli("check", "--db", db).output
+    # the default (5 s a run) is far above these milliseconds: no finding about the run
+    default = json.loads(run_cli("check", "--json", "--db", db).output)
+    assert "below-threshold" not in {f["verdict"] for f in default["findings"]}
     result = run_cli("check", "--db", db, "--below-threshold-s", "0.001")
     assert result.exit_code == 0, result.output  # said, not failing
+    # one root cause, one line: the cells never written and the run's finding about them
     (line,) = [ln for ln in result.output.splitlines() if ln.startswith("below-threshold")]
-    assert line.endswith(
-        f"{n} compiles under jax_persistent_cache_min_compile_time_secs (1 s) took {total:.3g} s in run {run[:12]}"
-        " and were never written, so every run pays them again: setting it to 0"
-        f" (JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0) keeps them, and would save up to {total:.3g} s a run"
-        " [does not fail]")
-    assert "2 below-threshold" not in result.output  # the newest run only, not every run
+    assert line.startswith(f"below-threshold {n} cells of `") and f" (run {run[:12]}: {n} compiles): never written:" \
+           " every compile was under jax_persistent_cache_min_compile_time_secs = 1 s;" in line
+    assert line.endswith(f"; {total:.3g} s a run; JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0 keeps them"
+                         " [does not fail]")
+    verbose = run_cli("check", "--verbose", "--db", db, "--below-threshold-s", "0.001").output.splitlines()
+    (said,) = [ln for ln in verbose if ln.startswith("below-threshold")]  # the newest run only, not every run
+    assert said.endswith(
+        f" run {run[:12]}: row {said.split(': row ')[1].split(':')[0]}: {n} compiles under"
+        f" jax_persistent_cache_min_compile_time_secs (1 s) took {total:.3g} s and were never written, so every run"
+        " pays them again: setting it to 0 (JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0) keeps them, and would save"
+        f" up to {total:.3g} s a run [does not fail]")
 
 
 LIMIT = json.dumps({"jax_compilation_cache_dir": "/c", "jax_compilation_cache_max_size": 65536}, sort_keys=True)
