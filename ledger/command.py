@@ -255,12 +255,15 @@ def current(db=None) -> tuple[str | None, str]:
 def import_json(paths: Iterable, db=None, *, skip_invalid: bool = False, progress=None):
     """`ledger import`: legacy JSON results (files or folders), all or nothing, idempotent.
     Returns the importer's summary (records, files, added_compile, duplicates, skipped...)."""
-    from ledger.legacy.importer import find_json_files, import_paths
+    from ledger.legacy.reading import find_json_files, reading
 
-    paths = [Path(p) for p in paths]
-    find_json_files(paths)  # a missing path fails before any database is made
-    with _open(db, "write", take_in=True) as ledger:
-        return import_paths(ledger.engine, paths, skip_invalid=skip_invalid, progress=progress)
+    files = find_json_files([Path(p) for p in paths])  # a missing path fails before any database is made
+    # The readers start before the ledger opens (SQLAlchemy's import, the revision gate:
+    # half a second) and parse meanwhile; none inherits a database connection.
+    with reading(files, skip_invalid, progress) as parts, _open(db, "write", take_in=True) as ledger:
+        from ledger.legacy.importer import import_parts
+
+        return import_parts(ledger.engine, files, parts)
 
 
 def export(db=None, fmt: str = "json") -> str:

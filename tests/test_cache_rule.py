@@ -6,7 +6,7 @@ import pytest
 
 from ledger.legacy.cache_rule import classify_legacy
 
-from .conftest import db_at, insert_legacy, query, run_cli, write_json
+from .conftest import PgDb, db_at, insert_legacy, query, run_cli, write_json
 
 # (cache_dir, tag, expected state, expected source)
 CASES = [
@@ -105,3 +105,40 @@ def test_the_migration_keeps_its_own_copy_of_the_rule_equal_to_the_import_path(d
     assert "ledger." not in inspect.getsource(revision).split('"""', 2)[2]  # no application import
     assert revision.backfill_sql(dialect) == cache_rule.backfill_sql(dialect)
     assert revision.state_sql(dialect) == cache_rule.state_sql(dialect)
+
+
+# Every tag of up to three of these pieces: the rule's anchors (warm, cold, -retry, digits)
+# in both cases, next to what must not count (a non-ASCII digit, LIKE's wildcards, a space).
+_PIECES = ["", "warm", "WaRm", "cold", "COLD", "-retry", "-RETRY", "1", "42", "\u0661", "_", "%", " ", "x", "-"]
+_TAGS = sorted({a + b + c for a in _PIECES for b in _PIECES for c in _PIECES}) + [None]
+
+
+def test_the_python_rule_import_reads_with_equals_the_sql_on_every_combination(any_db):
+    """Import's readers give legacy records their state by classify_legacy()
+    (cache_rule.with_states); the migration and import's other path by the SQL.
+    Both must agree on every tag, on both backends."""
+    from ledger.legacy.cache_rule import state_sql, with_states
+
+    pairs = [(d, t) for d in (None, "", "/c") for t in _TAGS]
+    dialect = "postgresql" if isinstance(any_db, PgDb) else "sqlite"
+    select = f"SELECT {state_sql(dialect)} FROM rule_input ORDER BY i"
+    rows = [(i, d, t) for i, (d, t) in enumerate(pairs)]
+    if dialect == "sqlite":
+        import sqlite3
+
+        con = sqlite3.connect(any_db)
+        con.execute("CREATE TABLE rule_input (i INTEGER, cache_dir TEXT, tag TEXT)")
+        con.executemany("INSERT INTO rule_input VALUES (?, ?, ?)", rows)
+        got = [r[0] for r in con.execute(select)]
+        con.close()
+    else:
+        import psycopg
+
+        with psycopg.connect(any_db.conninfo) as con:
+            con.execute("CREATE TABLE rule_input (i INTEGER, cache_dir TEXT, tag TEXT)")
+            with con.cursor() as cur:
+                cur.executemany("INSERT INTO rule_input VALUES (%s, %s, %s)", rows)
+            got = [r[0] for r in con.execute(select).fetchall()]
+    assert len(pairs) > 8_000
+    assert got == [state for _, _, state, _ in with_states(pairs, 0, 1)]
+    assert [s for _, _, _, s in with_states(pairs, 0, 1)] == [classify_legacy(d, t)[1] for d, t in pairs]

@@ -364,3 +364,48 @@ def test_zero_durations_and_a_negative_load_setting_are_not_refused(tmp_path, db
     cache_min_compile_time_s are no durations of a compile and keep their own rules."""
     path = write_json(tmp_path / "z.json", [dict(GOOD, compile_s=0, trace_s=-0.0, cache_min_compile_time_s=-1.0)])
     assert run_cli("import", path, "--db", db).exit_code == 0
+
+
+# -- one pass: the cache cells' triggers judged once for the batch (cells.appending) ----
+
+_TRIGGERS_SQL = "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' ORDER BY name"
+
+
+def test_an_import_leaves_the_cache_cells_triggers_as_it_found_them(tmp_path, db):
+    assert run_cli("import", CORPUS, "--db", db).exit_code == 0
+    assert run_cli("check", "--db", db).exit_code in (0, 1)  # a fold: the triggers armed at its upto
+    armed = query(db, _TRIGGERS_SQL)
+    assert len(armed) == 3 and all(f"<= {CORPUS_COMPILE}" in sql for _, sql in armed)
+    write_json(tmp_path / "new.json", [dict(GOOD, tag="new")])
+    assert run_cli("import", tmp_path / "new.json", "--db", db).exit_code == 0
+    assert query(db, _TRIGGERS_SQL) == armed
+    assert query(db, "SELECT upto FROM cache_cells_state") == [(CORPUS_COMPILE,)]  # above the fold: kept
+    bad = write_json(tmp_path / "bad" / "b.json", [dict(GOOD, tag="x"), dict(GOOD, steady_s="fast")])
+    write_json(tmp_path / "bad" / "a.json", [dict(GOOD, tag=f"t{i}") for i in range(5)])
+    result = run_cli("import", bad.parent, "--db", db)  # a.json goes in, then b.json fails: all rolled back
+    assert result.exit_code == 1 and query(db, _TRIGGERS_SQL) == armed
+    assert _counts(db) == (CORPUS_COMPILE + 1, CORPUS_SIBLINGS)
+
+
+def test_an_import_whose_rows_fall_at_or_below_the_fold_resets_it_as_the_triggers_would(tmp_path, db):
+    """An import appends above MAX(id), and the fold's upto is never above MAX(id)
+    while its triggers stand; still, the batch must do what the insert trigger would
+    if it were: here the triggers are armed above every row, so the new rows fall
+    below the fold."""
+    import sqlalchemy as sa
+
+    from ledger.storage.open import open_ledger
+    from ledger.watch import cells
+
+    assert run_cli("import", CORPUS, "--db", db).exit_code == 0
+    with open_ledger(str(db), "write") as ledger, ledger.engine.begin() as conn:
+        cells._arm_sqlite_triggers(conn, 10**6)
+        conn.execute(sa.text("UPDATE cache_cells_state SET upto = 1000000"))
+    write_json(tmp_path / "new.json", [dict(GOOD, tag="new")])
+    assert run_cli("import", tmp_path / "new.json", "--db", db).exit_code == 0
+    assert query(db, "SELECT upto FROM cache_cells_state") == [(0,)]
+    assert all("<= 1000000" in sql for _, sql in query(db, _TRIGGERS_SQL))
+    with open_ledger(str(db), "write") as ledger, ledger.engine.begin() as conn:  # nothing added: kept
+        conn.execute(sa.text("UPDATE cache_cells_state SET upto = 1000000"))
+    assert run_cli("import", tmp_path / "new.json", "--db", db).exit_code == 0
+    assert query(db, "SELECT upto FROM cache_cells_state") == [(10**6,)]

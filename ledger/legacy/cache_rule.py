@@ -1,9 +1,11 @@
 """The legacy tag -> cache_state rule, once in Python and once as SQL.
 
-The data migration (migrations/versions/0003_backfill_cache_state.py) and `ledger import` both run
-`backfill_sql()`, so the two paths agree record for record by construction;
-`classify_legacy()` is the same rule in Python, used by the tests to hold the SQL
-to it and by anything that needs a state for a single record.
+The data migration (migrations/versions/0003_backfill_cache_state.py) and `ledger import`'s
+record-by-record path both run `backfill_sql()`, so those two agree record for record by
+construction; `classify_legacy()` is the same rule in Python, which import's readers give
+the bulk of a legacy tree (`with_states()`, so the rows go in once, with no UPDATE after
+them), and which tests/test_cache_rule.py holds equal to the SQL on both backends (a table
+of cases and generated tags).
 
 The rule (docs/migrations.md, "The legacy backfill"):
   cache_dir empty or missing          -> none     (source empty_cache_dir)
@@ -45,6 +47,21 @@ def classify_legacy(cache_dir: str | None, tag: str | None) -> tuple[str, str]:
         if _COLD.search(tag):
             return COLD, SOURCE_TAG
     return UNKNOWN, SOURCE_UNKNOWN
+
+
+class _Memo(dict):
+    """classify_legacy() by (cache dir empty, tag): a tree holds few distinct pairs."""
+
+    def __missing__(self, key):
+        empty, tag = key
+        self[key] = state = classify_legacy(None if empty else "/", tag)
+        return state
+
+
+def with_states(rows: list[tuple], cache_dir_at: int, tag_at: int) -> list[tuple]:
+    """Each row with its (cache_state, cache_state_source) appended, by the rule."""
+    memo = _Memo()
+    return [row + memo[row[cache_dir_at] in (None, ""), row[tag_at]] for row in rows]
 
 
 def state_sql(dialect: str = "sqlite") -> str:

@@ -3,8 +3,11 @@
 All or nothing: the rows go in inside one transaction, file by file as they are
 checked (reading.py), and the first bad file or record (in file order) rolls all of it back.
 Idempotent: rows carry a content key and a key already present is skipped. Compile
-records without a recorded cache_state get it from the very UPDATE the 0003 data
-migration runs.
+records without a recorded cache_state get it from the rule the 0003 data migration
+runs (cache_rule.py): the legacy-only records, the bulk of a tree, from its readers,
+so that each row is written once; any other from the migration's own UPDATE over the
+rows just added. On SQLite the cache cells' triggers judge the batch once
+(cells.appending), not each row.
 """
 
 from __future__ import annotations
@@ -18,12 +21,12 @@ from sqlalchemy import func, select, text
 from sqlalchemy.engine import Connection, Engine
 
 from ledger.legacy.cache_rule import backfill_sql
-from ledger.legacy.reading import Batch, find_json_files, reading
-from ledger.record_validation import FAST_COLUMNS
+from ledger.legacy.reading import STATED_COLUMNS, Batch, Parts, find_json_files, reading
 from ledger.storage.bulk import fill_missing_keys, insert_new, insert_sql
 from ledger.storage.models import compile_records, instrument_records
+from ledger.watch.cells import appending
 
-__all__ = ["ImportSummary", "find_json_files", "import_paths"]
+__all__ = ["ImportSummary", "find_json_files", "import_parts", "import_paths"]
 
 
 @dataclass
@@ -39,7 +42,7 @@ class ImportSummary:
 
 def _insert_part(conn: Connection, part: Batch, summary: ImportSummary) -> None:
     if part.fast_rows:
-        sql = insert_sql(conn, compile_records, FAST_COLUMNS)
+        sql = insert_sql(conn, compile_records, STATED_COLUMNS)
         summary.added_compile += conn.exec_driver_sql(sql, part.fast_rows).rowcount
     summary.added_compile += insert_new(conn, compile_records, part.compile_rows)
     summary.added_instrument += insert_new(conn, instrument_records, part.instrument_rows)
@@ -74,18 +77,26 @@ def import_paths(
 ) -> ImportSummary:
     """Import every record under `paths` in one transaction: all or nothing."""
     files = find_json_files(paths)
-    summary = ImportSummary(files=len(files))
     engine.dispose()  # no open database connection may cross into forked readers
-    with reading(files, skip_invalid, progress) as parts, engine.begin() as conn:
+    with reading(files, skip_invalid, progress) as parts:
+        return import_parts(engine, files, parts)
+
+
+def import_parts(engine: Engine, files: list[Path], parts: Parts) -> ImportSummary:
+    """The checked rows of `files`, as reading() yields them, in one transaction.
+    (`ledger import` starts the readers first: they parse while the ledger opens.)"""
+    summary = ImportSummary(files=len(files))
+    with engine.begin() as conn:
         fill_missing_keys(conn)
         first_id = _max_id(conn)
-        for part, skipped, count in parts:
-            summary.records += count
-            summary.skipped.extend(skipped)
-            since = _max_id(conn)
-            _insert_part(conn, part, summary)
-            # per part, so the UPDATE overlaps the readers still parsing later files
-            _backfill_since(conn, since)
+        with appending(conn, first_id):
+            for part, skipped, count in parts:
+                summary.records += count
+                summary.skipped.extend(skipped)
+                since = _max_id(conn) if part.compile_rows else None
+                _insert_part(conn, part, summary)
+                if since is not None:  # rows with or without a state of their own
+                    _backfill_since(conn, since)
         _count_states_since(conn, first_id, summary)
     summary.duplicates -= summary.added_compile + summary.added_instrument
     return summary

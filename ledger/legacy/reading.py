@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ledger.errors import LedgerError
+from ledger.legacy.cache_rule import with_states
 from ledger.record_validation import (
+    FAST_COLUMNS,
     RecordError,
     compile_row,
     instrument_row,
@@ -24,12 +26,16 @@ from ledger.record_validation import (
     plain_legacy,
 )
 
+# A fast row: a legacy-only record checked a column at a time (the common, bulk case),
+# with the state the backfill rule gives it.
+STATED_COLUMNS = (*FAST_COLUMNS, "cache_state", "cache_state_source")
+_CACHE_DIR_AT, _TAG_AT = FAST_COLUMNS.index("cache_dir"), FAST_COLUMNS.index("tag")
+
 
 @dataclass
 class Batch:
     compile_rows: list[dict] = field(default_factory=list)
-    # legacy-only records, checked a column at a time (the common, bulk case)
-    fast_rows: list[tuple] = field(default_factory=list)
+    fast_rows: list[tuple] = field(default_factory=list)  # in STATED_COLUMNS order
     instrument_rows: list[dict] = field(default_factory=list)
 
     def __len__(self) -> int:
@@ -106,7 +112,7 @@ def read_file(path: Path, batch: Batch, skipped: list[str] | None) -> int:
         if len(plain) == len(data):
             fast = legacy_rows_fast(plain, default_hardware=hardware, text_checked=text_plain)
             if fast is not None:
-                batch.fast_rows.extend(fast)
+                batch.fast_rows.extend(with_states(fast, _CACHE_DIR_AT, _TAG_AT))
                 return len(data)
     # The general path, record by record: mixed files, extra fields, and any file
     # with a value to convert or to report by its record index.
@@ -151,8 +157,11 @@ def _exit_with_parent(parent: int) -> None:
 PARALLEL_BYTES = 4 << 20
 
 
+Parts = Iterable[tuple[Batch, list[str], int]]  # each file's rows, what it skipped, its record count
+
+
 @contextmanager
-def reading(files: list[Path], skip_invalid: bool, progress) -> Iterator[Iterable[tuple[Batch, list[str], int]]]:
+def reading(files: list[Path], skip_invalid: bool, progress) -> Iterator[Parts]:
     """The files' checked rows, in file order, as they become ready."""
     import multiprocessing
 

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
 from ledger.record import CACHE_CELL, COLD, NONE, WARM
 from ledger.rows import key_text, ok_sql, time_sql
-from ledger.storage.models import cache_cells, cache_cells_state
+from ledger.storage.models import cache_cells, cache_cells_state, compile_records
 
 _ID_PAD = 10**12  # ids as fixed-width text, so "timestamp|id" sorts as (timestamp, id)
 # Grouping order: the columns that tell cells apart first, so the sort's comparisons
@@ -195,3 +196,31 @@ def groups(summaries: dict[str, tuple], filters: dict | None) -> list[Group]:
             stamp, state = newest.rsplit("|", 1)
             out.append(Group(values, stamp, state, last_warm, first_cold, n_cold))
     return out
+
+
+@contextmanager
+def appending(conn, above: int):
+    """A SQLite batch that only INSERTs rows with ids above `above` (MAX(id) when it
+    began) and UPDATEs those rows, judged once for the whole batch instead of by the
+    triggers row by row: what each trigger does for such a row is to reset `upto` if
+    the row's id is at or below it, so the batch resets it if its lowest new id is.
+    The triggers are dropped for the batch and created again, as they were, before the
+    caller's transaction commits (SQLite's DDL is transactional: a batch that fails
+    rolls back to the triggers it found). The caller's write transaction keeps every
+    other writer out meanwhile. Their per-row evaluation was half of `ledger import`'s
+    insert (bench/bench_import.py). PostgreSQL's statement triggers cost a batch
+    nothing: there it yields at once."""
+    if conn.dialect.name != "sqlite":
+        yield
+        return
+    found = conn.exec_driver_sql(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'compile_records'"
+        f" AND name IN ({', '.join(repr(t) for t in _TRIGGERS)})").all()
+    for name, _ in found:
+        conn.exec_driver_sql(f"DROP TRIGGER {name}")
+    yield
+    for _, sql in found:
+        conn.exec_driver_sql(sql)
+    written = sa.exists().where(compile_records.c.id > above)
+    conn.execute(sa.update(cache_cells_state).values(upto=0)
+                 .where(cache_cells_state.c.id == 1, cache_cells_state.c.upto > above, written))
