@@ -23,6 +23,7 @@ from ledger.cli import app
 from ledger.record import LEGACY_FIELDS
 from ledger.storage.open import open_ledger
 
+from . import alone
 from .case_kinds import KINDS, PG_ENV, REQUIRE_ALL, require, required_by
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -104,6 +105,7 @@ def pytest_configure(config):
                             " on the declared jax floor and the newest jax")
     config.addinivalue_line("markers", "slow: over 0.3 s on a 2-core machine without a compile: many processes,"
                             " a lock or a timeout waited for, a property test (left out of make test-fast)")
+    alone.configure(config)
     if os.environ.get(TIER_ENV) == "fast":
         os.environ["JAX_PLATFORMS"] = NO_PLATFORM  # read when jax first picks a backend, here or in a child
 
@@ -128,12 +130,13 @@ def _kinds(item) -> tuple[str, ...]:
     return tuple(k for k in KINDS if k in kinds)
 
 
-def pytest_collection_modifyitems(items):
+def pytest_collection_modifyitems(config, items):
     for item in items:
         kinds = _kinds(item)
         item.user_properties.append(("kinds", kinds))  # reports carry them to the summary
         for kind in kinds:
             item.add_marker(kind)  # so that -m postgresql selects the any_db cases too
+    alone.list_held(config, items)
 
 
 @pytest.hookimpl(tryfirst=True)

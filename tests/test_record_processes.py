@@ -148,11 +148,12 @@ def test_every_compile_the_program_saw_is_a_row(tmp_path, case):
         assert len(said) == 1 and said[0].startswith(f"ledger record: {len(seen)} compiles recorded into ")
 
 
-def _hold_lock(db, seconds: float, started: threading.Event):
+def _hold_lock(db, release: threading.Event, started: threading.Event):
+    """Hold the ledger's write lock until `release` (90 s at most)."""
     con = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
     con.execute("BEGIN EXCLUSIVE")
     started.set()
-    time.sleep(seconds)
+    release.wait(90.0)
     con.execute("COMMIT")
     con.close()
 
@@ -160,11 +161,11 @@ def _hold_lock(db, seconds: float, started: threading.Event):
 def test_a_ledger_locked_longer_than_the_program_runs_loses_nothing(tmp_path):
     db = tmp_path / "ledger.db"
     assert run_cli("db", "upgrade", "--db", db).exit_code == 0
-    started = threading.Event()
-    locker = threading.Thread(target=_hold_lock, args=(db, 90.0, started))
+    started, release = threading.Event(), threading.Event()
+    locker = threading.Thread(target=_hold_lock, args=(db, release, started))
     locker.start()
     started.wait()
-    try:
+    try:  # locked for the whole run, program and ingester, and released once it has returned
         status, seen, out = run_case(tmp_path, "plain", True, db)
         assert status == 0 and len(seen) >= 2
         said = out.stderr.splitlines()
@@ -172,6 +173,7 @@ def test_a_ledger_locked_longer_than_the_program_runs_loses_nothing(tmp_path):
         assert said[0].endswith("the next ledger command that writes to this ledger takes them in")
         assert len(os.listdir(f"{db}.spool")) == 1  # the run, kept aside
     finally:
+        release.set()
         locker.join()
     taken = run_cli("pins", "update", "--allow-loaded", "--db", db)
     assert f"ledger: took in {len(seen)} compiles kept from `ledger record` run " in taken.stderr
