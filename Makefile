@@ -15,17 +15,23 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# Both cores (pytest-xdist; JOBS=1 for one process): the cases marked alone (a lock, a
+# timing, processes counted) run last, with no other case beside them (tests/alone.py).
+JOBS ?= auto
+XDIST = $(if $(filter 1,$(JOBS)),-p no:xdist,-n $(JOBS))
+
 test: $(STAMP)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q $(XDIST)
 
 # The developer's loop: every case that needs neither a JAX compile nor a server nor a
-# browser and takes under 0.3 s (the jax and slow markers), in under a minute. Under it JAX has no platform (tests/conftest.py), so a
-# case that compiles without its jax marker fails instead of slowing the loop.
+# browser and takes under 0.3 s (the jax and slow markers), in under 30 s. Under it JAX has
+# no platform (tests/conftest.py), so a case that compiles without its jax marker fails
+# instead of slowing the loop, and a case over 0.3 s of CPU fails (tests/fast_budget.py).
 # Property tests take their budgets from a hypothesis profile (tests/conftest.py):
 # HYPOTHESIS_PROFILE=ci, the default and CI's, or quick (a tenth of the examples), e.g.
 # `HYPOTHESIS_PROFILE=quick make test`.
 test-fast: $(STAMP)
-	LEDGER_TEST_TIER=fast $(BIN)/pytest -q -m "not jax and not slow and not postgresql and not slurm and not chromium"
+	LEDGER_TEST_TIER=fast $(BIN)/pytest -q $(XDIST) -m "not jax and not slow and not postgresql and not slurm and not chromium"
 
 # The main job: a cold/warm pair of a realistic built-in objective into ./ledger.db.
 probe: $(STAMP)

@@ -23,7 +23,7 @@ from ledger.cli import app
 from ledger.record import LEGACY_FIELDS
 from ledger.storage.open import open_ledger
 
-from . import alone
+from . import alone, fast_budget
 from .case_kinds import KINDS, PG_ENV, REQUIRE_ALL, require, required_by
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -108,6 +108,7 @@ def pytest_configure(config):
     alone.configure(config)
     if os.environ.get(TIER_ENV) == "fast":
         os.environ["JAX_PLATFORMS"] = NO_PLATFORM  # read when jax first picks a backend, here or in a child
+        fast_budget.warm()  # each case is held to its budget (fast_budget.py), none charged for first imports
 
 
 def pytest_report_header(config):
@@ -136,6 +137,8 @@ def pytest_collection_modifyitems(config, items):
         item.user_properties.append(("kinds", kinds))  # reports carry them to the summary
         for kind in kinds:
             item.add_marker(kind)  # so that -m postgresql selects the any_db cases too
+        if "slurm" in kinds:
+            item.add_marker(alone.MARKER)  # the single-node SLURM's CPUs, and the queue it reads
     alone.list_held(config, items)
 
 
@@ -144,6 +147,8 @@ def pytest_runtest_setup(item):
     # before the fixtures: a case that cannot run does not build its database first
     for kind in dict(item.user_properties).get("kinds", ()):
         require(kind)
+    if os.environ.get(TIER_ENV) == "fast":
+        fast_budget.start(item)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -151,6 +156,8 @@ def pytest_runtest_makereport(item, call):
     """Under LEDGER_REQUIRE_ALL no case skips, whatever skipped it (a skipif, a skip
     in a test or a library's importorskip): the skip is reported as a failure."""
     report = (yield).get_result()
+    if os.environ.get(TIER_ENV) == "fast":
+        fast_budget.judge(item, report)
     if report.skipped and isinstance(report.longrepr, tuple) and report.longrepr[0].endswith("case_kinds.py"):
         # a kind missing here: the case's own line, as for a skipif, not require()'s
         path, line, _ = item.reportinfo()

@@ -46,6 +46,7 @@ def test_upgrade_from_0001_backfills_the_corpus(any_db):
     assert dict(query(any_db, STATES_SQL)) == CORPUS_STATES
 
 
+@pytest.mark.slow
 def test_import_is_idempotent_across_a_downgrade_round_trip(any_db):
     _loaded(any_db)
     _ok("db", "downgrade", "0001", "--db", any_db)
@@ -77,6 +78,7 @@ HOSTILE = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("statement", HOSTILE)
 def test_sql_changes_nothing(any_db, statement):
     _ok("pins", "update", "--db", _loaded(any_db))

@@ -198,6 +198,7 @@ def test_a_check_folds_only_the_new_rows_and_the_cells_say_so(tmp_path):
     assert query(db, "SELECT n_cold FROM cache_cells ORDER BY n_cold") == [(0,), (2,)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_the_triggers_are_there_at_head_and_gone_below_0009(backend):
     with fresh(backend) as db:
@@ -341,6 +342,7 @@ def test_a_second_check_with_no_new_rows_reads_no_cell_and_says_the_same(backend
             assert _said(second) == _from_nothing(ledger.engine)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_one_new_row_changes_only_its_cell(backend, tmp_path):
     with fresh(backend) as db:

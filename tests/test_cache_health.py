@@ -161,6 +161,7 @@ def _findings(db, *args) -> list[dict]:
                                                                              "cache-not-written")]
 
 
+@pytest.mark.slow
 def test_an_entry_evicted_twice_under_a_size_limit_is_churn(tmp_path):
     db = tmp_path / "ledger.db"
     ids = add(db, tmp_path, *_entry_rows("cwcwwc"))
@@ -190,6 +191,7 @@ def test_an_entry_evicted_twice_under_a_size_limit_is_churn(tmp_path):
         {"jax_compilation_cache_max_size": -1}))),
     ("cold after cold, never warm between", _entry_rows("ccwcc")),
 ])
+@pytest.mark.slow
 def test_what_is_not_eviction_churn(tmp_path, why, rows):
     db = tmp_path / "ledger.db"
     add(db, tmp_path, *rows)
@@ -221,6 +223,7 @@ def _job_rows(host1: str, key1: str = "jit_f-k1") -> list[dict]:
                 timestamp="2026-07-01T11:00:00", cache_not_persisted="process_index", **common | {"run_id": "r2"})]
 
 
+@pytest.mark.slow
 def test_cache_not_written_from_rows(tmp_path):
     """The job's rows as the recorder writes them: on two hosts with one key, the dir is
     not shared (fails); with process 1's own key, no process writes it (said); on one host,
@@ -244,6 +247,7 @@ def test_cache_not_written_from_rows(tmp_path):
     assert _findings(db) == []
 
 
+@pytest.mark.slow
 def test_a_daily_check_keeps_and_renews_health_findings_as_a_full_one_does(any_db, tmp_path):
     """Rows arrive between checks: each check's health findings equal a check of every row,
     on both backends."""
@@ -275,6 +279,7 @@ def test_a_daily_check_keeps_and_renews_health_findings_as_a_full_one_does(any_d
     assert [v for v, _, _ in said] == ["cache-not-written", "evicted", "evicted"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", ["-1", "nan", "inf", "abc", "", "1e999", "5\n6", "'"])
 def test_a_bad_below_threshold_is_one_line_and_exit_2(tmp_path, value):
     db = tmp_path / "ledger.db"

@@ -98,6 +98,7 @@ def test_filters_and_since_narrow_the_check(db, tmp_path):
         '{"hostname": "node1", "since": "2026-07-02"}', 1)
 
 
+@pytest.mark.slow
 def test_json_for_ci(db, tmp_path):
     pinned(db, tmp_path, compile_s=2.0)
     (slow,) = add(db, tmp_path, rec(compile_s=20.0, timestamp=LATER))
@@ -280,6 +281,7 @@ def test_a_noisy_key_passes_its_own_spread_and_flags_far_outside_it(any_db, tmp_
     assert noisy < far
 
 
+@pytest.mark.slow
 def test_below_six_warm_rows_the_fixed_tolerance_judges(any_db, tmp_path):
     _history(any_db, tmp_path, TIGHT[:5])
     assert query(any_db, "SELECT history_n, threshold_s FROM pins") == [(5, None)]

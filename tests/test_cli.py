@@ -53,11 +53,13 @@ def test_entry_point_round_trip(tmp_path):
     assert (q.returncode, q.stdout.splitlines()[-1].strip()) == (0, str(CORPUS_STATES["warm"]))
 
 
+@pytest.mark.slow
 def test_user_error_is_one_line_and_exit_1(tmp_path):
     r = _run("sql", "DELETE FROM compile_records", "--db", tmp_path / "none.db")
     assert (r.returncode, r.stdout, r.stderr) == (1, "", f"error: no ledger database at {tmp_path / 'none.db'}\n")
 
 
+@pytest.mark.slow
 def test_traceback_flag_shows_the_traceback(tmp_path):
     r = _run("--traceback", "sql", "SELECT 1", "--db", tmp_path / "none.db")
     assert r.returncode == 1 and "Traceback (most recent call last)" in r.stderr and "LedgerError" in r.stderr
@@ -158,6 +160,7 @@ def test_in_memory_and_unopenable_databases(tmp_path):
     assert result.exit_code == 1 and result.output.startswith(f"error: cannot open {tmp_path / 'no' / 'such' / 'dir.db'}: ")
 
 
+@pytest.mark.slow
 def test_option_help_keeps_its_bracketed_text():
     """rich reads "[...]" in help as markup and drops it: the --db help once lost where
     the database comes from when --db is not given."""

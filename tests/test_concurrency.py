@@ -36,6 +36,7 @@ def _env(**extra) -> dict:
     return {**os.environ, **extra}
 
 
+@pytest.mark.alone  # many writers and the lock they wait for
 @pytest.mark.slow
 def test_concurrent_imports_lose_nothing(any_db, tmp_path):
     assert run_cli("db", "upgrade", "--db", any_db).exit_code == 0
@@ -60,6 +61,7 @@ def _commit_rows(db: str, writer: int, n: int) -> None:
                                                    cache_state_source="measured_events", status="ok"))
 
 
+@pytest.mark.alone  # many writers and the lock they wait for
 @pytest.mark.slow
 def test_concurrent_one_row_commits_lose_nothing(any_db):
     assert run_cli("db", "upgrade", "--db", any_db).exit_code == 0
@@ -134,6 +136,7 @@ def _overlapping_writer(db: str, w: int, barriers, states, pids, entered, result
             states[w] = DONE  # just before the commit: INSIDE is only while it holds the lock
 
 
+@pytest.mark.alone  # many writers and the lock they wait for
 @pytest.mark.slow
 def test_sixteen_writers_overlap(any_db):
     """16 writers (separate interpreters, as separate probes are) open their write
@@ -213,6 +216,7 @@ def test_a_read_while_a_write_is_open_sees_the_last_commit(any_db, tmp_path):
     assert (after.exit_code, after.output) == (0, "n,open\n501,500\n")
 
 
+@pytest.mark.alone  # many writers and the lock they wait for
 @pytest.mark.slow
 def test_a_writer_that_cannot_get_the_lock_in_time_says_so_and_writes_nothing(db, tmp_path):
     assert run_cli("db", "upgrade", "--db", db).exit_code == 0
@@ -290,6 +294,7 @@ class _Flaky:
             raise OperationalError(sql, (), sqlite3.OperationalError("database is locked"))
 
 
+@pytest.mark.alone  # many writers and the lock they wait for
 @pytest.mark.slow
 def test_a_begin_refused_at_once_is_retried_a_bounded_number_of_times():
     from ledger.storage.engine import BEGIN_RETRIES, _begin_with_retries

@@ -103,6 +103,7 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
+@pytest.mark.alone  # kills a command inside its transaction, found by polling
 @pytest.mark.slow
 def test_import_killed_mid_transaction_leaves_nothing_partial(tmp_path, db):
     assert run_cli("import", CORPUS, "--db", db).exit_code == 0
@@ -161,6 +162,7 @@ PG_COLUMNS_SQL = ("SELECT column_name, data_type FROM information_schema.columns
                   " WHERE table_schema = 'public' AND table_name = 'compile_records' ORDER BY ordinal_position")
 
 
+@pytest.mark.alone  # kills a command inside its transaction, found by polling
 def test_migration_killed_on_postgresql_rolls_back(pg_db):
     """`ledger db upgrade` from 0001, SIGKILLed while its one migration transaction is
     open and has written (0002's DDL done, 0003's backfill under way): the server rolls
@@ -220,6 +222,7 @@ def test_migration_killed_on_postgresql_rolls_back(pg_db):
     assert states == {s: n * copies for s, n in CORPUS_STATES.items()}
 
 
+@pytest.mark.alone  # kills a command inside its transaction, found by polling
 @pytest.mark.jax
 def test_probe_killed_between_transforms_keeps_the_finished_ones(tmp_path, db):
     """The `ledger probe` process itself dies (SIGKILL, as from the OOM killer) while
@@ -508,6 +511,7 @@ main()
 """
 
 
+@pytest.mark.slow
 def test_output_refused_at_the_last_flush_is_one_line_or_quiet_for_a_pipe():
     with open("/dev/full", "w") as full:
         r = subprocess.run([sys.executable, "-c", UNFLUSHED], env=_env(), stdout=full, stderr=subprocess.PIPE,

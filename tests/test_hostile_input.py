@@ -227,6 +227,7 @@ def test_import_of_hostile_records_is_clean_or_one_line_and_all_or_nothing(templ
             assert added_compile >= 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("depth", [100, 900, 960, 970, 975, 980, 990, 1000, 5000])
 @pytest.mark.parametrize("where", ["extra", "ndim", "host_state", "host_state.gpu", "sibling.tag", "sibling.x"])
 def test_deep_nesting_at_the_parsers_limit_is_never_a_traceback(tmp_path, template, depth, where):
@@ -617,6 +618,7 @@ NOT_UTF8_COMMANDS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", NOT_UTF8_COMMANDS)
 def test_a_database_name_that_is_not_utf8_is_one_line(any_db, tmp_path, monkeypatch, command):
     """It was a traceback from deep in SQLAlchemy (UnicodeEncodeError), and `probe`
@@ -854,6 +856,7 @@ RECORD_CASES = [*((o, *BAD_VALUES["newline"]) for o in TEXT_OPTIONS["probe"]),
 @pytest.mark.parametrize("option, value, words", RECORD_CASES,
                          ids=[f"{o}-{k}" for o, k in zip([c[0] for c in RECORD_CASES],
                                                           ["newline"] * 4 + ["separator", "surrogate", "huge"])])
+@pytest.mark.slow
 def test_record_refuses_a_bad_value_without_running_the_command(tmp_path, option, value, words):
     """`ledger record --tag $'a\\nb' -- CMD`: refused before CMD starts (a byte that is
     not UTF-8 reaches argv as a lone surrogate; subprocess passes it back as the byte)."""

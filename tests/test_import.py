@@ -81,6 +81,7 @@ BAD_INPUTS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,content,message", BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
 def test_bad_input_writes_nothing(tmp_path, db, name, content, message):
     assert run_cli("import", CORPUS, "--db", db).exit_code == 0
@@ -146,6 +147,7 @@ def test_failed_import_into_an_existing_empty_ledger_keeps_it(tmp_path, db):
     assert db.exists() and _counts(db) == (0, 0)
 
 
+@pytest.mark.slow
 def test_host_state_is_flattened_and_extras_kept(tmp_path, db):
     rec = dict(GOOD, tag="h-warm", host_state={"cpu_count": 8, "load_avg_1m": 3.5, "gpu": "none"}, note="kept")
     write_json(tmp_path / "in.json", [rec])
@@ -237,6 +239,7 @@ def forked_readers(monkeypatch):
     return pools
 
 
+@pytest.mark.slow
 @pytest.mark.fork
 def test_parallel_readers_give_the_same_rows(tmp_path, forked_readers):
     serial, parallel = tmp_path / "s.db", tmp_path / "p.db"
@@ -303,6 +306,7 @@ BAD_RECORDS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,content,words", BAD_RECORDS, ids=[b[0] for b in BAD_RECORDS])
 def test_a_bad_timestamp_or_duration_is_one_line_and_writes_nothing(tmp_path, db, name, content, words):
     assert run_cli("import", CORPUS, "--db", db).exit_code == 0

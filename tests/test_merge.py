@@ -365,6 +365,7 @@ def test_a_hard_link_or_a_url_to_the_destination_is_the_destination(tmp_path):
     assert _sha(dest) == before
 
 
+@pytest.mark.slow
 def test_a_pin_whose_row_was_deleted_is_skipped_with_a_warning(any_db, tmp_path):
     """A source whose pinned row was deleted by hand (it gave KeyError: None): the pin
     has nothing to point at, so it is not merged, and says so; the rest merges."""

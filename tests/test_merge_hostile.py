@@ -130,6 +130,7 @@ IN_JSON = {"compile_s": "slow", "cache_state": "bogus-state", "status": "weird",
            "mixed_precision": "yes"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("column", IN_JSON)
 def test_import_refuses_the_same_values_in_the_same_words(db, tmp_path, column):
     from .conftest import compile_records_of_corpus

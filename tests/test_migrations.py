@@ -81,6 +81,7 @@ def test_sibling_records_kept_whole_without_state(db):
     assert "cache_state" not in cols
 
 
+@pytest.mark.slow
 def test_head_down_to_0001_and_back_keeps_rows_and_states(db):
     _corpus_via_migration(db)
     before = query(db, "SELECT id, tag, cache_dir, compile_s, cache_state, cache_state_source FROM compile_records ORDER BY id")
@@ -95,6 +96,7 @@ def test_head_down_to_0001_and_back_keeps_rows_and_states(db):
     assert after == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("step", ["0004", "0003", "0002"])
 def test_each_step_down_and_up(db, step):
     _corpus_via_migration(db)
@@ -291,6 +293,7 @@ def _probe_like_rows(db):
     con.close()
 
 
+@pytest.mark.slow
 def test_head_to_0001_and_back_keeps_measured_states_and_probe_columns(db):
     _corpus_via_migration(db)
     _probe_like_rows(db)
@@ -310,6 +313,7 @@ def test_head_to_0001_and_back_keeps_measured_states_and_probe_columns(db):
     assert query(db, "SELECT name FROM sqlite_master WHERE name LIKE '_ledger_stash%'") == []
 
 
+@pytest.mark.slow
 def test_a_row_added_while_downgraded_never_gets_anothers_values(db):
     db_at(db, "head")
     _probe_like_rows(db)
@@ -347,6 +351,7 @@ def _tables(db) -> set[str]:
         engine.dispose()
 
 
+@pytest.mark.slow
 def test_base_leaves_no_ledger_table_and_upgrades_again(any_db, tmp_path):
     """What 0007 kept aside (sweep columns) goes with base, as the older stashes do:
     the next upgrade finds an empty database, not a foreign one."""

@@ -49,6 +49,7 @@ def test_new_key_is_pinned_from_its_newest_warm_row(db, tmp_path):
     assert pins_of(db) == [("mge", new, 2.2)]
 
 
+@pytest.mark.slow
 def test_same_timestamp_ties_go_to_the_higher_id(db, tmp_path):
     ids = add(db, tmp_path, rec(compile_s=2.0), rec(compile_s=2.1))
     run_cli("pins", "update", "--db", db)

@@ -43,6 +43,7 @@ def test_probe_record_is_the_contract_less_record_kind():
     assert list(blank_record()) == list(PROBE_RECORD_FIELDS)
 
 
+@pytest.mark.slow
 def test_export_writes_every_contract_field_and_reimports_without_provenance(db, tmp_path):
     assert run_cli("import", CORPUS, "--db", db).exit_code == 0
     exported = json.loads(run_cli("export", "--db", db).output)

@@ -66,6 +66,7 @@ def test_a_program_without_a_compile_is_silent(tmp_path):
     assert (out.returncode, out.stdout, out.stderr) == (0, "jax\n", "")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("db", ["notascheme://x", "/dev/null", "missing-dir/ledger.db"])
 def test_a_ledger_that_cannot_be_opened_or_made_is_refused_before_the_command_runs(tmp_path, db):
     out = recorded(tmp_path, db, PY, "-c", "open('ran', 'w')")
@@ -104,6 +105,7 @@ def _bash(tmp_path, *command) -> subprocess.CompletedProcess:
                           cwd=tmp_path, timeout=60, check=False)
 
 
+@pytest.mark.slow
 def test_commands_that_cannot_run_end_as_a_shell_ends_them(tmp_path):
     no_shebang = tmp_path / "no-shebang"
     no_shebang.write_text("echo from sh $1\n")
@@ -150,6 +152,7 @@ def test_not_one_byte_added_to_a_program_that_logs_at_info(tmp_path):
     assert program_stderr(out) == ""
 
 
+@pytest.mark.slow
 def test_a_password_from_the_environment_is_used_and_never_shown(tmp_path):
     env = {"LEDGER_DB": "postgresql+psycopg://someone:s3cret-pw@127.0.0.1:1/none"}
     out = recorded(tmp_path, None, PY, "-c", "print('ran')", env=env)

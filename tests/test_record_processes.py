@@ -158,6 +158,7 @@ def _hold_lock(db, release: threading.Event, started: threading.Event):
     con.close()
 
 
+@pytest.mark.alone  # holds the ledger's lock through a recorded run
 def test_a_ledger_locked_longer_than_the_program_runs_loses_nothing(tmp_path):
     db = tmp_path / "ledger.db"
     assert run_cli("db", "upgrade", "--db", db).exit_code == 0

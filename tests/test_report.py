@@ -191,6 +191,7 @@ def test_update_errors(db, tmp_path):
     assert report(db, "--check").exit_code == 2
 
 
+@pytest.mark.slow
 def test_help_imports_neither_matplotlib_nor_sqlalchemy():
     code = (
         "import sys\n"

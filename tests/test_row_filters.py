@@ -40,6 +40,7 @@ COMMANDS = {
     (["--hostname", "nomatch"], "--hostname nomatch"),
     (["--model-type", "mge", "--hostname", "nomatch"], "--hostname nomatch --model-type mge"),
 ], ids=["transform", "hostname", "one-of-two"])
+@pytest.mark.slow
 def test_a_filter_that_matches_no_row_is_refused(ledger_db, command, filters, shown):
     args, consequence = COMMANDS[command]
     if command == "report" and filters[0] == "--transform":
@@ -62,6 +63,7 @@ def test_check_findings_still_exit_1_not_2(ledger_db, tmp_path):
     assert result.exit_code == 1 and result.output.startswith("regression ")
 
 
+@pytest.mark.slow
 def test_pins_with_a_matching_filter_still_work(ledger_db):
     update = run_cli("pins", "update", "--model-type", "mge", "--db", ledger_db)
     assert (update.exit_code, update.output) == (0, "1 pins: 0 new, 0 repinned, 1 unchanged\n")

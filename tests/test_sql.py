@@ -84,6 +84,7 @@ WRITES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("statement", WRITES)
 def test_writes_are_refused_and_change_nothing(loaded, tmp_path, statement):
     before = _digest(loaded)
@@ -320,6 +321,7 @@ def test_sigint_stops_an_endless_query_inside_the_database(target, tmp_path):
         assert _still_running(target, marker) == 0
 
 
+@pytest.mark.slow
 def test_first_line_of_a_long_result_comes_at_once(target):
     """10^7 rows (the old `ledger sql` took 40 s and 3.4 GB for them): the first line
     comes while the rest are still being made, and SIGINT ends the stream."""
@@ -423,6 +425,7 @@ print(p.stderr, end="")
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("query", HUGE)
 @pytest.mark.parametrize("fmt", ["table", "--csv", "--json"])
 def test_a_huge_value_is_refused_in_one_line_at_a_bounded_cost(tmp_path, query, fmt):

@@ -287,6 +287,7 @@ def test_spec_values_never_reach_the_script(tmp_path):
 @given(option=st.sampled_from(["partition", "time", "mem", "gpus", "account", "qos", "constraint", "sbatch_args",
                                "setup"]),
        value=st.one_of(st.text(max_size=40), st.text(alphabet="-=&|\n\r\\'\" $`;#%ab0", max_size=20)))
+@pytest.mark.slow
 def test_no_value_adds_a_line_to_the_script(tmp_path, option, value):
     """Whatever the value, slurm.script either refuses it in one line, or writes a
     script bash parses whose lines are its own plus exactly one for the value."""

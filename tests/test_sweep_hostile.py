@@ -102,6 +102,7 @@ def _over(objectives: int, cells: int, repeats: int, cap: int = 10_000) -> str:
      "transforms: 170000 given, but there are 7: jit, grad, vag, vmap, vmap_vag, laxmap_vag, pyloop_vag"),
     ('objectives = ["toy", "toy"]\nrepeats = 2147483647\n' + _grid(1000, 1000), _over(2, 1_000_000, 2147483647)),
 ])
+@pytest.mark.slow
 def test_a_huge_sweep_is_refused_at_once_without_making_its_tasks(tmp_path, text, message):
     """Issue 13: a 1000 x 1000 grid reached 1 GB and printed 62 MB; repeats = 10^8, 5.5 GB;
     2**64 an OverflowError. The count is multiplied out before a task is made."""
@@ -303,6 +304,7 @@ def test_a_sweep_file_of_the_wrong_shape_is_one_line_on_every_verb(tmp_path, cha
     assert sorted(tmp_path.rglob("*")) == before and not (sweep / "sweep.sbatch").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("verb", ["status", "resume", "cancel"])
 def test_a_sweep_file_over_the_ceiling_is_refused_without_making_its_tasks(tmp_path, verb):
     """A hand-edited `repeats` in sweep.json is held to the ceiling as a spec is to its

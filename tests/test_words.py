@@ -167,6 +167,7 @@ def _test_modules_imported(path: Path) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_no_test_module_imports_another():
     imports = {str(p.relative_to(REPO)): found for p in TESTS if (found := _test_modules_imported(p))}
     assert imports == {}, "move what is shared to tests/ledgers.py (ledgers) or tests/helpers.py (the rest)"

@@ -1,0 +1,63 @@
+"""The fast tier's budget: under `make test-fast` every case, its fixtures included,
+takes under BUDGET_S seconds, or it fails saying so (mark it slow, or make it cheaper).
+
+What is measured is CPU time, not wall time: this process's and that of the child
+processes it waited for (a `ledger` subprocess, a forked reader), from the start of
+the case's setup to the end of its teardown. A shared machine's load stretches a
+case's wall time by whatever the other work takes, but hardly its CPU time, so the
+check holds on a busy 2-core machine without flaking and still fails a case that does
+too much. A case that waits instead (a sleep, a timeout) uses little CPU: wall time is
+held too, to a looser WAIT_S, which load alone does not reach for a case in budget.
+
+The work every case would otherwise pay on first use (importing SQLAlchemy, alembic
+and the ledger's modules) is done once per process before the first case (warm()),
+so no case is charged for being the first to need a module.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import resource
+import time
+
+import pytest
+
+BUDGET_S = 0.3
+WAIT_S = 1.5
+_START = pytest.StashKey[tuple]()
+
+
+def _cpu() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def warm() -> None:
+    """Import what the tier's cases use, once: every module of the ledger (not the
+    probes nor the recorder's site hook, which import jax or must not be imported),
+    and the CLI's command tree."""
+    import ledger
+
+    for module in pkgutil.walk_packages(ledger.__path__, "ledger."):
+        if not module.name.startswith(("ledger.probes", "ledger.recorder.site", "ledger.migrations")):
+            importlib.import_module(module.name)
+    import alembic.command
+    import alembic.runtime.migration  # noqa: F401
+
+
+def start(item) -> None:
+    item.stash[_START] = (_cpu(), time.monotonic())
+
+
+def judge(item, report) -> None:
+    """At teardown's report: the case's CPU and wall time against the budget."""
+    started = item.stash.get(_START, None)
+    if started is None or report.when != "teardown" or not report.passed:
+        return
+    cpu, wall = _cpu() - started[0], time.monotonic() - started[1]
+    if cpu > BUDGET_S or wall > WAIT_S:
+        report.outcome = "failed"
+        report.longrepr = (f"over the fast tier's budget: {cpu:.2f} s of CPU (at most {BUDGET_S} s), {wall:.2f} s"
+                           f" of wall time (at most {WAIT_S} s): mark it slow, or make it cheaper (tests/fast_budget.py)")
