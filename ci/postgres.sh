@@ -11,9 +11,16 @@
 #   LEDGER_TEST_PG_URL  postgresql+psycopg://ledger_test@127.0.0.1:PORT/postgres
 # The tests create a database per test through that URL and drop it afterwards.
 # Needs root (CI runs as root; a person runs it with sudo).
+#
+# Where a server already runs (a shared machine), start uses it and stop leaves it
+# running: only a server start started is stopped, as recorded in $LEDGER_PG_STATE
+# (/tmp/ledger-ci-postgres). start sets the role's password anew: a second run beside
+# someone else's on one server gives its own LEDGER_PG_STATE and LEDGER_PG_ROLE, so
+# neither stops the other's server nor changes the other's password.
 set -euo pipefail
 STATE=${LEDGER_PG_STATE:-/tmp/ledger-ci-postgres}
-ROLE=ledger_test
+ROLE=${LEDGER_PG_ROLE:-ledger_test}
+[[ $ROLE =~ ^[a-z_][a-z0-9_]{0,62}$ ]] || { echo "LEDGER_PG_ROLE must be a plain lower-case name: $ROLE" >&2; exit 2; }
 
 as_postgres() {
     if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else sudo -u postgres "$@"; fi

@@ -30,7 +30,7 @@ grep -q '^migrations/' <<<"$files" && fail "the wheel holds a top-level migratio
 step "install it into a fresh venv"
 "$PY" -m venv "$WORK/venv"
 "$WORK/venv/bin/pip" install --quiet --upgrade pip >/dev/null
-"$WORK/venv/bin/pip" install --quiet "$wheel[postgres]" >/dev/null
+"$WORK/venv/bin/pip" install --quiet --no-compile "$wheel[postgres]" >/dev/null
 L="$WORK/venv/bin/ledger"
 
 # From here on, nothing of the checkout is reachable: another directory, and a Python
