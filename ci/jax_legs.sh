@@ -74,8 +74,8 @@ leg() {  # leg NAME PYTHON JAX-REQUIREMENTS...
     # every test module is collected (-m picks among them): pyproject.toml brings pytest's
     # settings (tests/field left out) and what tests/test_packaging.py reads as it loads
     cp -r "$DIR/src/tests" "$run/tests" && cp "$DIR/src/pyproject.toml" "$run/"
-    # --no-compile: byte-compiling every installed module was a third of the install on 2 cores;
-    # the tests compile the few they import
+    # --no-compile: byte-compiling every installed module (jax, scipy, matplotlib...) is CPU a leg
+    # does not need beside the suite; the tests compile the few modules they import
     if ! { "$python" -m venv "$venv" && "$venv/bin/pip" install -q --no-compile "$DIR/src[test]" "$@"; } >"$install_log" 2>&1; then
         tail -n 30 "$install_log" >&2
         die "leg $name: installing the project with $* on $("$python" -V 2>&1) failed (log: $install_log)"
