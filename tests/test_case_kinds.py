@@ -1,13 +1,15 @@
-"""The suite's own rules (conftest.py, case_kinds.py), run on tiny test trees in a
-pytest of their own: a case that cannot run skips saying why, or fails under
-LEDGER_REQUIRE_ALL; the summary line counts the cases by kind; a collection
-error shows as itself."""
+"""The suite's own rules (conftest.py, case_kinds.py, alone.py, fast_budget.py), run on
+tiny test trees in a pytest of their own: a case that cannot run skips saying why, or
+fails under LEDGER_REQUIRE_ALL; the summary line counts the cases by kind, on both
+cores too; a collection error shows as itself; the alone cases run last and by
+themselves; the fast tier fails a case over its budget."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -40,12 +42,13 @@ def test_on_both(backend):
 '''
 
 
-def _pytest(tree: Path, **env) -> subprocess.CompletedProcess:
+def _pytest(tree: Path, *args: str, **env) -> subprocess.CompletedProcess:
     """pytest on `tree` with this suite's conftest as a plugin, no PostgreSQL server,
     and only the switches in `env`."""
-    switches = {REQUIRE_ALL, *REQUIRE_ONE.values(), "LEDGER_TEST_PG_URL"}
+    switches = {REQUIRE_ALL, *REQUIRE_ONE.values(), "LEDGER_TEST_PG_URL", "LEDGER_TEST_TIER"}
     base = {k: v for k, v in os.environ.items() if k not in switches}
-    command = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p", "tests.conftest", str(tree)]
+    command = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-p", "tests.conftest", *args,
+               str(tree)]
     return subprocess.run(command, cwd=tree, env={**base, "PYTHONPATH": str(REPO), **env}, capture_output=True,
                           text=True, timeout=300, check=False)
 
@@ -100,3 +103,89 @@ def test_require_pg_requires_only_postgresql(tmp_path):
     assert run.returncode == 1, run.stdout
     assert _summary(run) == f"cases: 2 local, {ZEROS} ran; 1 skipped (1 local); 2 did not run (2 postgresql)"
     assert run.stdout.count("a postgresql case cannot run here and LEDGER_REQUIRE_PG is set") == 2
+
+
+@pytest.mark.slow
+def test_on_both_cores_the_summary_line_and_require_all_say_the_same(tmp_path):
+    (tmp_path / "test_kinds.py").write_text(KINDS_TREE)
+    run = _pytest(tmp_path, "-n", "2", **{REQUIRE_ALL: "1"})
+    assert run.returncode == 1, run.stdout
+    assert _summary(run) == f"cases: 2 local, {ZEROS} ran; 0 skipped; 3 did not run (1 local, 2 postgresql)"
+    plain = _pytest(tmp_path, "-n", "2")
+    assert _summary(plain) == f"cases: 2 local, {ZEROS} ran; 3 skipped (1 local, 2 postgresql)"
+
+
+ALONE_TREE = '''\
+import json, os, time
+import pytest
+
+
+def _log(name):
+    start = time.monotonic()
+    time.sleep(0.3)
+    with open(os.environ["ALONE_LOG"], "a") as f:
+        f.write(json.dumps([name, os.environ.get("PYTEST_XDIST_WORKER"), start, time.monotonic()]) + "\\n")
+
+
+@pytest.mark.parametrize("i", range(8))
+def test_plain(i):
+    _log(f"plain{i}")
+
+
+@pytest.mark.alone
+@pytest.mark.parametrize("i", range(3))
+def test_alone(i):
+    _log(f"alone{i}")
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("select", [[], ["-k", "alone"]], ids=["all", "alone only"])
+def test_on_both_cores_the_alone_cases_run_last_on_one_worker_with_none_beside_them(tmp_path, select):
+    import json
+
+    (tmp_path / "test_tree.py").write_text(ALONE_TREE)
+    run = _pytest(tmp_path, "-n", "2", *select, ALONE_LOG=str(tmp_path / "log.jsonl"))
+    assert run.returncode == 0, run.stdout + run.stderr
+    rows = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    plain = [r for r in rows if r[0].startswith("plain")]
+    alone = sorted((r for r in rows if r[0].startswith("alone")), key=lambda r: r[2])
+    assert len(alone) == 3 and len(plain) == (0 if select else 8)
+    assert len({r[1] for r in plain}) == (0 if select else 2)  # the rest did run on both
+    assert len({r[1] for r in alone}) == 1
+    assert all(a[2] >= p[3] for a in alone for p in plain)  # after every other case ended
+    assert all(b[2] >= a[3] for a, b in pairwise(alone))  # one at a time
+
+
+BUDGET_TREE = '''\
+import time
+
+
+def test_cheap():
+    pass
+
+
+def test_works_too_long():
+    end = time.process_time() + 0.5
+    while time.process_time() < end:
+        pass
+
+
+def test_waits_too_long():
+    time.sleep(2)
+'''
+
+
+@pytest.mark.slow
+def test_the_fast_tier_fails_a_case_over_its_cpu_or_wall_budget(tmp_path):
+    (tmp_path / "test_budget.py").write_text(BUDGET_TREE)
+    run = _pytest(tmp_path, LEDGER_TEST_TIER="fast")
+    assert run.returncode == 1, run.stdout
+    assert "3 passed, 2 errors" in run.stdout
+    errors = run.stdout.split("= ERRORS =")[1]
+    over = "over the fast tier's budget: "
+    assert errors.count(over) == 2, errors
+    works, waits = (errors.split(f"ERROR at teardown of {name}")[1].split(over)[1] for name in
+                    ("test_works_too_long", "test_waits_too_long"))
+    assert works.startswith("0.5") and waits.startswith("0.0"), errors
+    assert _pytest(tmp_path).returncode == 0  # outside the tier, no budget
