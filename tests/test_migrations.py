@@ -55,6 +55,7 @@ def _states_by_content(db: Path) -> dict:
     return out
 
 
+@pytest.mark.slow
 def test_corpus_both_paths_agree(tmp_path):
     a = _corpus_via_migration(tmp_path / "a.db")
     b = tmp_path / "b.db"
