@@ -236,6 +236,7 @@ def test_a_check_judges_only_the_rows_since_its_last_run_and_counts_all(backend,
         assert query(db, "SELECT row_id FROM verdicts WHERE check_run_id = 2 AND verdict = 'regression'") == [(slow,)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_row_deleted_after_a_check_is_not_counted_by_the_next(backend, tmp_path):
     with fresh(backend) as db:

@@ -364,6 +364,7 @@ def test_a_new_finding_kind_is_one_kind_and_one_pass(db, tmp_path, monkeypatch):
     assert "| - | throwaway | mark-me |" in run_cli("report", "--db", db).output  # the key's verdict
 
 
+@pytest.mark.slow
 def test_the_compiles_of_one_run_are_one_run_for_check_and_explain(db, tmp_path):
     """check counted compiles as runs: a run that compiled a cell twice read "2 cold runs"
     and was a cache-not-reused. A run is its run id (and phase); check and explain agree."""

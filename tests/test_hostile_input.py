@@ -649,6 +649,7 @@ def test_a_database_name_that_is_not_utf8_in_ledger_db_too(tmp_path, monkeypatch
         1, f"error: the database name {shown} is not UTF-8 text: give it a UTF-8 name (or a link with one)\n")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [["report"], ["db", "upgrade"], ["pins", "update"], ["sql", "SELECT 1"]])
 def test_database_paths_with_a_newline_a_quote_or_no_end(tmp_path, command):
     """A newline or a quote is part of a name like any other (the file is made where

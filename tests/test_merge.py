@@ -517,6 +517,7 @@ def test_a_bad_prediction_is_refused_in_one_line_and_nothing_is_written(tmp_path
     assert (_fingerprint(db), query(db, "SELECT * FROM predictions ORDER BY id")) == before
 
 
+@pytest.mark.slow
 def test_the_same_prediction_saying_otherwise_is_a_conflict(tmp_path, db):
     _predict(db, "node-a", "k1", "warm")
     con = sqlite3.connect(db)
@@ -596,6 +597,7 @@ def test_every_column_of_a_cache_prune_is_read_and_checked():
     ("jax_compile_s", -2.5, "jax_compile_s is negative (-2.5)"),
     ("cache_key", "k\x00", "cache_key is not storable text (a NUL character or invalid UTF-8)"),
 ])
+@pytest.mark.slow
 def test_a_bad_cache_prune_is_refused_in_one_line_and_nothing_is_written(any_db, tmp_path, column, value, message):
     add(any_db, tmp_path, rec(cache_key="kept"))  # the destination has rows of its own
     bad, _ = _pruned_node(tmp_path / "bad.db", tmp_path)

@@ -330,6 +330,7 @@ def test_a_row_added_while_downgraded_never_gets_anothers_values(db):
         (1, "vag", "cold", "measured_events", "r1", "ok"), (2, "jit", "cold", "tag", None, "ok")]
 
 
+@pytest.mark.slow
 def test_below_0007_the_sweep_columns_are_kept_aside_and_come_back(db, tmp_path):
     (rec,) = [r for r in compile_records_of_corpus() if r["tag"] == "cache-warm"]
     swept = dict(rec, sweep_id="s1", sweep_task=3, slurm_array_job_id="77", slurm_array_task_id=3)
@@ -411,6 +412,7 @@ def _triggers(db) -> list:
     return query(db, "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' ORDER BY name")
 
 
+@pytest.mark.slow
 def test_0012_downgrade_keeps_function_kind_pid_and_compile_index_aside_and_back(any_db):
     """`ledger db downgrade 0011` then `ledger db upgrade` gives back every value of the
     three columns, through the real revision chain; record_key is untouched."""

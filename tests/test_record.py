@@ -255,6 +255,7 @@ def test_spawned_children_are_recorded_into_the_same_run(tmp_path):
     assert sorted(lambda_named(r[0]) for r in rows if "lambda" in r[0]) == ["jit__lambda", "jit__lambda"]
 
 
+@pytest.mark.slow
 def test_0011_round_trip_sets_recorded_pins_aside_and_puts_them_back(tmp_path):
     """Below 0011 a recorded row's pin has no key (no function column): it is set aside
     (migrations/ledger_stash.py) and comes back with the upgrade, as it was."""

@@ -99,6 +99,7 @@ def test_corpus_report_is_one_table_per_host_key(db):
     assert len(table_lines(r.output)) == 27 and "†" not in r.output
 
 
+@pytest.mark.slow
 def test_report_is_deterministic_and_read_only(db):
     imported(db)
     before = query(db, "SELECT count(*) FROM compile_records")

@@ -104,6 +104,7 @@ def test_diff_alone_is_the_last_two_runs_of_the_same_objective(two_runs):
     assert run_cli("diff", "--db", two_runs).output.splitlines()[-1].startswith("run a -> run b: ")
 
 
+@pytest.mark.slow
 def test_runs_lists_newest_first_with_saved_seconds(two_runs):
     listed = json.loads(run_cli("runs", "--json", "--db", two_runs).output)
     assert [(r["run_id"], r["compiles"], r["cold"], r["warm"]) for r in listed] == [("b", 5, 1, 4), ("a", 5, 1, 4)]

@@ -108,6 +108,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+@pytest.mark.slow
 def test_no_import_cycle_in_the_house():
     assert _cycles(_import_graph()) == []
 
