@@ -51,7 +51,7 @@ def warm() -> None:
     with tempfile.TemporaryDirectory() as tmp, open_ledger(f"{tmp}/warm.db", "migrate", create=True) as opened:
         opened.migrate("upgrade", "head")
     # what is loaded now lives for the session: out of the collector's sight, so that a
-    # full collection in some case does not scan it all (50 ms and more, at random)
+    # full collection in whichever case triggers it does not scan all of it again
     gc.collect()
     gc.freeze()
 
