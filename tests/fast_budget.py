@@ -5,9 +5,13 @@ What is measured is CPU time, not wall time: this process's and that of the chil
 processes it waited for (a `ledger` subprocess, a forked reader), from the start of
 the case's setup to the end of its teardown. A shared machine's load stretches a
 case's wall time by whatever the other work takes, but hardly its CPU time, so the
-check holds on a busy 2-core machine without flaking and still fails a case that does
-too much. A case that waits instead (a sleep, a timeout) uses little CPU: wall time is
-held too, to a looser WAIT_S, which load alone does not reach for a case in budget.
+check holds on a busy 2-core machine and still fails a case that does too much. CPU time
+is not immune to load either: caches and cores are shared, and at a load of 6 to 7 on 2
+cores eight cases went over 0.3 s that had passed twice at a load of 2.5. So where the load average per core is over
+BUSY (measured as the case ends), the budget is doubled and the message says so; CI
+runs the tier on its own quiet machine, at the plain budget. A case that waits instead
+(a sleep, a timeout) uses little CPU: wall time is held too, to a looser WAIT_S, which
+load alone does not reach for a case in budget.
 
 The work every case would otherwise pay on first use (importing SQLAlchemy, alembic
 and the ledger's modules, compiling the revisions in a fresh clone) is done once per
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import os
 import pkgutil
 import resource
 import tempfile
@@ -28,6 +33,7 @@ import pytest
 
 BUDGET_S = 0.3
 WAIT_S = 1.5
+BUSY = 2.0  # load average per core
 _START = pytest.StashKey[tuple]()
 
 
@@ -66,7 +72,12 @@ def judge(item, report) -> None:
     if started is None or report.when != "teardown" or not report.passed:
         return
     cpu, wall = _cpu() - started[0], time.monotonic() - started[1]
-    if cpu > BUDGET_S or wall > WAIT_S:
+    load = os.getloadavg()[0] / (os.cpu_count() or 1)
+    busy = load > BUSY
+    budget, wait = (2 * BUDGET_S, 2 * WAIT_S) if busy else (BUDGET_S, WAIT_S)
+    if cpu > budget or wall > wait:
+        doubled = f", doubled: load {load:.1f} per core" if busy else ""
         report.outcome = "failed"
-        report.longrepr = (f"over the fast tier's budget: {cpu:.2f} s of CPU (at most {BUDGET_S} s), {wall:.2f} s"
-                           f" of wall time (at most {WAIT_S} s): mark it slow, or make it cheaper (tests/fast_budget.py)")
+        report.longrepr = (f"over the fast tier's budget: {cpu:.2f} s of CPU (at most {budget:.1f} s), {wall:.2f} s"
+                           f" of wall time (at most {wait:.1f} s{doubled}): mark it slow, or make it cheaper"
+                           " (tests/fast_budget.py)")

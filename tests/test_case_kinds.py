@@ -166,13 +166,13 @@ def test_cheap():
 
 
 def test_works_too_long():
-    end = time.process_time() + 0.5
+    end = time.process_time() + 0.7
     while time.process_time() < end:
         pass
 
 
 def test_waits_too_long():
-    time.sleep(2)
+    time.sleep(3.5)
 '''
 
 
@@ -187,5 +187,5 @@ def test_the_fast_tier_fails_a_case_over_its_cpu_or_wall_budget(tmp_path):
     assert errors.count(over) == 2, errors
     works, waits = (errors.split(f"ERROR at teardown of {name}")[1].split(over)[1] for name in
                     ("test_works_too_long", "test_waits_too_long"))
-    assert works.startswith("0.5") and waits.startswith("0.0"), errors
+    assert works.startswith("0.7") and waits.startswith("0.0"), errors
     assert _pytest(tmp_path).returncode == 0  # outside the tier, no budget
