@@ -130,6 +130,7 @@ run(["--db", sys.argv[1], "--", sys.executable, sys.argv[2], "2"])
 """
 
 
+@pytest.mark.slow  # a subprocess that holds the run lock: over the fast tier's 0.3 s of CPU
 def test_a_writer_between_the_runs_start_and_its_ingester_takes_nothing(tmp_path):
     db = tmp_path / "ledger.db"
     assert run_cli("db", "upgrade", "--db", db).exit_code == 0
