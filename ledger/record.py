@@ -107,13 +107,17 @@ RECORDED_FIELDS: dict[str, type] = {
 # Revision 0013: whether jax_enable_x64 was on when JAX compiled (probe and recorded
 # rows alike): a float64 program traced under float32 is another program.
 PRECISION_FIELDS: dict[str, type] = {"x64": bool}
+# Revision 0016: where a recorded compile came from, `file:line function`: the innermost
+# frame of the program, or of a library outside JAX, on the compile's stack (the file
+# relative to the sys.path entry holding it). What a lens modeller fixes is that line.
+SITE_FIELDS: dict[str, type] = {"call_site": str}
 # The durations of the contract, in seconds: each is a measured time, never negative
 # (record_validation refuses one, as it refuses NaN and infinity in any float). Not
 # durations: the load averages, and cache_min_compile_time_s, a setting of JAX's.
 DURATION_FIELDS = ("trace_s", "compile_s", "first_s", "steady_s", "backend_compile_s")
 # Every column of compile_records besides id and record_key, in column order.
 COMPILE_FIELDS: dict[str, type] = {**LEGACY_FIELDS, **STATE_FIELDS, **PROBE_FIELDS, **RECORDED_FIELDS,
-                                   **PRECISION_FIELDS}
+                                   **PRECISION_FIELDS, **SITE_FIELDS}
 
 # The fields a probe hands over: all of them but record_kind, which the table sets
 # ('compile'); a probe never writes a sibling record.
@@ -174,6 +178,20 @@ RECORDED_TRANSFORM = "recorded"
 # jitted function of the program or of its libraries (probes/jax_internals.function_kind).
 FUNCTION_KIND_EAGER, FUNCTION_KIND_JIT = "eager", "jit"
 FUNCTION_KINDS = (FUNCTION_KIND_EAGER, FUNCTION_KIND_JIT)
+
+# -- a recorded process (table recorded_processes, revision 0016) -------------------
+# Each process `ledger record` recorded: its run, host and pid (its identity), when it
+# started (the program's own start: its interpreter's, or its fork) and ended, aware UTC
+# with microseconds, and its wall seconds. A run's time is read from these.
+PROCESS_FIELDS: dict[str, type] = {
+    "run_id": str, "hostname": str, "pid": int, "started": str, "ended": str, "wall_s": float, "ended_by": str,
+}
+PROCESS_IDENTITY = ("run_id", "hostname", "pid")
+# How a process's end is known (recorded_processes.ended_by): it said so at exit (exact);
+# it was seen gone without saying so (killed, or os._exit: within a second); or its end was
+# never seen (the ingester went first, another host): its last spooled line, a lower bound.
+ENDED_EXIT, ENDED_GONE, ENDED_LAST_SEEN = "exit", "gone", "last seen"
+PROCESS_ENDS = (ENDED_EXIT, ENDED_GONE, ENDED_LAST_SEEN)
 
 # -- the named keys ------------------------------------------------------------------
 # What a probe's row is *of*, named by who sets it. Everything below derives from these:

@@ -18,7 +18,8 @@ DERIVED = {"cache_cells", "cache_cells_state", "alembic_version"}
 CELL = {"dataset_class": "imaging", "instrument": "hst", "n_batch": 1, "batch_size": 1, "mixed_precision": False,
         "host_cpu_count": 8, "host_load_avg_1m": 0.5, "host_load_avg_1m_after": 0.5}
 RECORDED = {"function": "jit_loss", "input_signature": "f32[8]", "command": "python fit.py",
-            "process_index": 0, "cache_not_persisted": "below-threshold", "function_kind": "jit", "variant": 0}
+            "process_index": 0, "cache_not_persisted": "below-threshold", "function_kind": "jit", "variant": 0,
+            "call_site": "fit.py:12 <module>"}
 
 
 def _value(name: str, kind: type, rnd: random.Random):
@@ -64,6 +65,18 @@ def every_kind_of_row(db, tmp_path, seed: int, n: int = 6) -> None:
     assert run_cli("check", "--db", db).exit_code in (0, 1)
     _predictions(db, rnd)
     _prunes(db, rnd)
+    _processes(db, rnd)
+
+
+def _processes(db, rnd: random.Random) -> None:
+    """Two processes of one recorded run, one seen to its exit, one killed (revision 0016)."""
+    from ledger.storage.models import recorded_processes
+
+    rows = [{"run_id": "run-1", "hostname": "node1", "pid": 1000 + i, "started": "2026-07-01T01:00:00.250000+00:00",
+             "ended": None if i else "2026-07-01T01:00:23.000000+00:00", "wall_s": None if i else 22.75,
+             "ended_by": "last seen" if i else "exit"} for i in range(2)]
+    rows[1]["ended"], rows[1]["wall_s"] = "2026-07-01T01:00:03.500000+00:00", round(rnd.uniform(1, 3), 6)
+    _insert(db, recorded_processes, rows)
 
 
 def _prunes(db, rnd: random.Random) -> None:
@@ -207,4 +220,14 @@ def recorded_runs(db, runs: int, compiles: int, functions: int = 61) -> None:
     with con:
         con.executemany(f"INSERT INTO compile_records ({', '.join(RECORDED_COLS)})"
                         f" VALUES ({', '.join('?' * len(RECORDED_COLS))})", rows)
+    con.close()
+
+
+def made_quiet(db) -> None:
+    """Every compile row of ``db`` measured on a quiet host (load 0): the tests' 2-core box,
+    shared, is loaded more often than not, and a cold row on a loaded host has no cost
+    (ledger/savings.py). For tests of what is saved, not of the loaded-host rule."""
+    con = sqlite3.connect(db)
+    with con:
+        con.execute("UPDATE compile_records SET host_load_avg_1m = 0")
     con.close()

@@ -5,6 +5,7 @@ file and a PostgreSQL database (`any_db`)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 import sqlite3
@@ -131,7 +132,7 @@ def test_an_older_source_is_upgraded_in_a_copy_and_left_byte_identical(tmp_path,
     assert result.output.splitlines()[0] == (  # no predictions table before 0010: none to carry
         f"merged {old} (at 0001: merged from a copy brought to {HEAD}): {CORPUS_COMPILE} compile rows added,"
         " 0 already here; 0 instrument records added, 0 already here; 0 predictions added, 0 already here;"
-        " 0 cache prunes added, 0 already here; pins: 0 taken, 0 the same, 0 differ")
+        " 0 cache prunes added, 0 already here; 0 recorded processes added, 0 already here; pins: 0 taken, 0 the same, 0 differ")
     assert _sha(old) == before and query(old, "SELECT version_num FROM alembic_version") == [("0001",)]
     assert dict(query(db, STATES_SQL)) == CORPUS_STATES  # backfilled in the copy
     # the same rows imported from their files are the same identities: nothing more
@@ -481,6 +482,7 @@ def test_predictions_arrive_once_and_stay_scored_by_their_row(any_db, tmp_path):
     assert again.output.splitlines()[0] == (f"merged {a}: 0 compile rows added, 2 already here;"
                                             " 0 instrument records added, 0 already here;"
                                             " 0 predictions added, 2 already here; 0 cache prunes added, 0 already here;"
+                                            " 0 recorded processes added, 0 already here;"
                                             " pins: 0 taken, 0 the same, 0 differ")
     assert len(query(any_db, PREDICTIONS_SQL)) == 4
     # k2's prediction is scored by a row merged later, as the node's own next row would
@@ -570,12 +572,12 @@ def test_cache_prunes_arrive_once_with_every_column_and_explain_names_them_here(
     assert merged.exit_code == 0, merged.output
     assert merged.output.splitlines()[0] == (
         f"merged {node}: 2 compile rows added, 0 already here; 0 instrument records added, 0 already here;"
-        " 0 predictions added, 0 already here; 3 cache prunes added, 0 already here; pins: 0 taken, 0 the same, 0 differ")
+        " 0 predictions added, 0 already here; 3 cache prunes added, 0 already here; 0 recorded processes added, 0 already here; pins: 0 taken, 0 the same, 0 differ")
     again = run_cli("merge", node, "--db", any_db)
     assert again.exit_code == 0, again.output
     assert again.output.splitlines()[0] == (
         f"merged {node}: 0 compile rows added, 2 already here; 0 instrument records added, 0 already here;"
-        " 0 predictions added, 0 already here; 0 cache prunes added, 3 already here; pins: 0 taken, 0 the same, 0 differ")
+        " 0 predictions added, 0 already here; 0 cache prunes added, 3 already here; 0 recorded processes added, 0 already here; pins: 0 taken, 0 the same, 0 differ")
     assert query(any_db, PRUNES_SQL) == query(node, PRUNES_SQL)
     (cold,), = query(any_db, "SELECT id FROM compile_records WHERE cache_state = 'cold'")
     explained = run_cli("explain", cold, "--db", any_db)
@@ -610,3 +612,49 @@ def test_a_bad_cache_prune_is_refused_in_one_line_and_nothing_is_written(any_db,
     result = run_cli("merge", bad, "--db", any_db)
     assert (result.exit_code, result.output) == (1, f"error: {bad}: cache prune {bad_id}: {message}\n")
     assert (_fingerprint(any_db), None if isinstance(any_db, PgDb) else _sha(any_db)) == before
+
+
+PROCESSES_SQL = "SELECT run_id, hostname, pid, started, ended, wall_s, ended_by FROM recorded_processes ORDER BY pid"
+
+
+def _processes_node(path, tmp_path):
+    """A node with a recorded run's row and its two processes' times (revision 0016)."""
+    from ledger.storage.models import recorded_processes
+
+    add(path, tmp_path, rec(run_id="run-p", function="jit_loss", transform="recorded", call_site="fit.py:9 fit"))
+    rows = [{"run_id": "run-p", "hostname": "node1", "pid": 100 + i, "started": "2026-07-01T10:00:00.500000+00:00",
+             "ended": f"2026-07-01T10:00:2{i}.000000+00:00", "wall_s": 19.5 + i, "ended_by": ("exit", "gone")[i]}
+            for i in range(2)]
+    with open_ledger(str(path), "write") as ledger, ledger.engine.begin() as conn:
+        conn.execute(recorded_processes.insert(), rows)
+    return path
+
+
+def test_recorded_processes_arrive_once_and_the_runs_time_reads_here_as_there(any_db, tmp_path):
+    node = _processes_node(tmp_path / "node.db", tmp_path)
+    for added, present in ((2, 0), (0, 2)):  # merged twice: nothing twice
+        merged = run_cli("merge", node, "--db", any_db)
+        assert merged.exit_code == 0, merged.output
+        assert f"; {added} recorded processes added, {present} already here;" in merged.output.splitlines()[0]
+    assert query(any_db, PROCESSES_SQL) == query(node, PROCESSES_SQL)
+    assert query(any_db, "SELECT call_site FROM compile_records") == [("fit.py:9 fit",)]
+    here, there = (json.loads(run_cli("runs", "--json", "--db", d).output)[0]["time"] for d in (any_db, node))
+    assert here == there == {"wall_s": 20.5, "process_s": 40.0, "processes": 2, "ended_by": ["gone"]}
+
+
+@pytest.mark.parametrize(("column", "value", "message"), [
+    ("ended_by", "killed", "ended_by is not one of exit, gone, last seen ('killed')"),
+    ("started", "yesterday", f"started is not an ISO 8601 time {TIMESTAMP_FORM} ('yesterday')"),
+    ("wall_s", -1.0, "wall_s is negative (-1.0)"),
+    ("pid", -3, "pid is not a count from 0 to 2**63-1 (-3)"),
+])
+def test_a_bad_recorded_process_is_refused_in_one_line_and_nothing_is_written(db, tmp_path, column, value, message):
+    bad = _processes_node(tmp_path / "bad.db", tmp_path)
+    con = sqlite3.connect(bad)
+    with con:
+        (bad_id,) = con.execute("SELECT id FROM recorded_processes WHERE pid = 101").fetchone()
+        con.execute(f"UPDATE recorded_processes SET {column} = ? WHERE id = ?", (value, bad_id))
+    con.close()
+    result = run_cli("merge", bad, "--db", db)
+    assert (result.exit_code, result.output) == (1, f"error: {bad}: recorded process {bad_id}: {message}\n")
+    assert not db.exists() or query(db, "SELECT count(*) FROM compile_records") == [(0,)]

@@ -8,6 +8,7 @@ Every row is checked by the record contract's validator, as `ledger import` chec
 it (rows.py); pins follow their sticky rule (pins.py); predictions keep their own
 identity and are scored here by the rows that scored them there (predictions.py);
 cache prunes keep theirs, so explain here names a prune done there (prunes.py);
+recorded processes keep theirs, so a run's time reads here as there (processes.py);
 everything goes into the destination in one transaction, so a merge that fails
 half-way, or is stopped by a signal (scratch.py), leaves the destination as it was.
 """
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 
 from ledger.merge.pins import PinMerge, merge_pins, source_pins
 from ledger.merge.predictions import PredictionMerge, copy_predictions, scoring_rows
+from ledger.merge.processes import ProcessMerge, copy_processes
 from ledger.merge.prunes import PruneMerge, copy_prunes
 from ledger.merge.rows import copy_compile_rows, copy_instrument_rows
 from ledger.merge.scratch import scratch_dir
@@ -37,6 +39,7 @@ class SourceSummary:
     present_instrument: int = 0
     predictions: PredictionMerge = field(default_factory=PredictionMerge)
     prunes: PruneMerge = field(default_factory=PruneMerge)
+    processes: ProcessMerge = field(default_factory=ProcessMerge)
     pins: PinMerge = field(default_factory=PinMerge)
     conflicts: list[str] = field(default_factory=list)
 
@@ -45,6 +48,7 @@ class SourceSummary:
                 f" {self.added_instrument} instrument records added, {self.present_instrument} already here;"
                 f" {self.predictions.added} predictions added, {self.predictions.present} already here;"
                 f" {self.prunes.added} cache prunes added, {self.prunes.present} already here;"
+                f" {self.processes.added} recorded processes added, {self.processes.present} already here;"
                 f" pins: {self.pins.adopted} taken, {self.pins.same} the same, {len(self.pins.conflicts)} differ")
 
 
@@ -68,6 +72,7 @@ def _merge_one(source: Source, dest) -> SourceSummary:
         out.predictions = copy_predictions(src, dest, source.display, scored_by, keys)
         out.conflicts += out.predictions.conflicts
         out.prunes = copy_prunes(src, dest, source.display)
+        out.processes = copy_processes(src, dest, source.display)
         out.pins = merge_pins(theirs, keys, dest)
     return out
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from ledger.record import BUILDER_INPUTS, COMPARABILITY_KEY, COMPILE_FIELDS, INSTRUMENT_COLUMNS
+from ledger.record import BUILDER_INPUTS, COMPARABILITY_KEY, COMPILE_FIELDS, INSTRUMENT_COLUMNS, PROCESS_FIELDS
 
 metadata = sa.MetaData(
     naming_convention={
@@ -186,4 +186,15 @@ cache_prunes = sa.Table(
     sa.Column("reason", sa.Text, nullable=False),
     sa.Column("hostname", sa.Text),
     sa.Column("pruned_at", sa.Text, nullable=False),
+)
+
+# -- each process `ledger record` recorded, and its wall time (revision 0016) ------------
+_PROCESS_REQUIRED = ("run_id", "hostname", "pid", "started", "ended_by")
+recorded_processes = sa.Table(
+    "recorded_processes",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    *(sa.Column(name, sa.BigInteger if t is int else _SA_TYPES[t], nullable=name not in _PROCESS_REQUIRED)
+      for name, t in PROCESS_FIELDS.items()),
+    sa.UniqueConstraint("run_id", "hostname", "pid", name="uq_recorded_processes_run_id"),
 )
