@@ -533,8 +533,11 @@ def _code_dirs() -> tuple[tuple[str, ...], tuple[str, ...]]:
             spec = importlib.util.find_spec(name)
             if spec is not None and spec.origin:
                 jax_dirs.append(os.path.dirname(os.path.abspath(spec.origin)) + os.sep)
+        import ledger.record
+
         here = os.path.dirname(os.path.abspath(__file__))
-        ours = (here + os.sep, os.path.join(os.path.dirname(here), "ledger") + os.sep)
+        # this package (probes/ in a checkout, ledger/probes in the wheel) and the ledger's
+        ours = (here + os.sep, os.path.dirname(os.path.abspath(ledger.record.__file__)) + os.sep)
         _dirs = (tuple(jax_dirs), (*jax_dirs, *ours))
     return _dirs
 
@@ -601,6 +604,58 @@ def function_kind(frame=None) -> str | None:
     note("no pjit or stages frame names the compiled function, and no program frame called JAX",
          _NO_KIND)
     return None
+
+
+# -- where the program asked for the compile, for `ledger record` -------------------------
+# The innermost frame on the compile's stack that is neither JAX's (jax, jaxlib), the
+# ledger's, nor Python's own library (a contextlib or threading frame says nothing): the
+# program's line, or a library's outside JAX (autogalaxy's, autofit's), that led to the
+# compile. Its file is shown relative to the sys.path entry holding it, so one line reads
+# the same on every node and `ledger sql` can group by it.
+_site_files: dict[str, str | None] = {}  # co_filename -> shown path, or None: not the program's
+
+
+def _site_path(filename: str) -> str | None:
+    shown = _site_files.get(filename, "")
+    if shown != "":
+        return shown
+    import sysconfig
+
+    not_program = _code_dirs()[1]
+    libs = tuple(os.path.join(p, "") for p in {sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib")} if p)
+    path = os.path.abspath(filename) if not filename.startswith("<") else filename
+    installed = f"{os.sep}site-packages{os.sep}" in path or f"{os.sep}dist-packages{os.sep}" in path
+    if filename.startswith("<frozen") or path.startswith(not_program) or (path.startswith(libs) and not installed):
+        shown = None
+    elif filename.startswith("<"):
+        shown = filename  # <string>, <stdin>: the program's own
+    else:
+        roots = sorted((os.path.join(os.path.abspath(p or os.curdir), "") for p in sys.path if isinstance(p, str)),
+                       key=len, reverse=True)
+        root = next((r for r in roots if path.startswith(r)), None)
+        shown = path[len(root):] if root else path
+    _site_files[filename] = shown
+    return shown
+
+
+def call_site(frame=None) -> str | None:
+    """``file:line function`` of the program's (or a library's outside JAX) innermost
+    frame on the compile's stack; None when every frame is JAX's or Python's.
+    Call it from inside the compile_or_get_cached wrapper, as function_kind()."""
+    try:
+        jax_dirs = _code_dirs()[0]
+        f = frame if frame is not None else sys._getframe(1)
+        while f is not None and not f.f_code.co_filename.startswith(jax_dirs):
+            f = f.f_back  # the wrappers around compile_or_get_cached (the recorder's)
+        while f is not None:
+            shown = _site_path(f.f_code.co_filename)
+            if shown is not None:
+                return f"{shown}:{f.f_lineno} {f.f_code.co_name}"
+            f = f.f_back
+    except Exception as err:  # noqa: BLE001 - the row keeps the rest
+        note(f"the compile's stack cannot be read ({type(err).__name__}: {err})", "call_site not recorded")
+        return None
+    return None  # every frame JAX's or Python's (a compile in a thread the program never saw)
 
 
 def process_index() -> int | None:

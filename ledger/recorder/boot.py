@@ -31,21 +31,24 @@ _process: Recorder | None = None
 GOODBYE_WAIT_S = 120.0  # the longest the command's own process waits for its rows at exit
 
 
-def start(config: RecordConfig) -> Recorder | None:
-    """Record this process's compiles into the run's spool until it exits."""
+def start(config: RecordConfig, started: float | None = None) -> Recorder | None:
+    """Record this process's compiles into the run's spool until it exits. ``started``:
+    when the process started (epoch seconds; None: now)."""
     global _process
     if _process is not None:
         return _process
     writer = spool.SpoolWriter(config.run_dir)
-    recorder = Recorder(config, writer)
+    recorder = Recorder(config, writer, started)
     if not install(recorder):
         writer.note(spool.UNRECORDED, why="JAX's compile path could not be wrapped")
         return None
     _process = recorder
-    writer.note(spool.STARTED)
+    recorder.announce()
     _watch_children(config, writer)
     if config.main_pid == os.getpid():
         atexit.register(_goodbye, config)
+    else:
+        atexit.register(_exiting)
     return recorder
 
 
@@ -95,12 +98,22 @@ def _drops_recording(env, run_dir: str) -> bool:
     return env.get(ENV) != run_dir or not any(os.path.realpath(p) == SITE_DIR for p in paths if p)
 
 
-def start_from_env() -> None:
-    """The sitecustomize's entry, after jax is imported; never raises."""
+def _exiting() -> None:
+    """At a normal exit of a process that waits for no answer: when it ended (its wall time)."""
+    try:
+        if _process is not None:
+            _process.spool.note(spool.EXIT, at=time.time())
+    except Exception:  # noqa: BLE001, S110 - exiting: the ingester sees it gone instead
+        pass
+
+
+def start_from_env(started: float | None = None) -> None:
+    """The sitecustomize's entry, after jax is imported; never raises. ``started``: the
+    process's start, by the sitecustomize's clock."""
     try:
         config = RecordConfig.from_env()
         if config is not None:
-            start(config)
+            start(config, started)
     except Exception as err:  # noqa: BLE001 - the program must run on regardless
         unrecorded(f"the recorder failed to start: {type(err).__name__}: {err}")
 
@@ -118,12 +131,14 @@ def _goodbye(config: RecordConfig) -> None:
     """At the command's own exit: wait until the ingester has its rows, and print its
     one line (how many were recorded, or where they were kept). Deaths by a signal
     skip this; the ingester takes the rows in on its own then."""
+    at = time.time()  # the program's end: what follows is the ledger's wait
     if _process is not None:
         _process.active = False
     try:
         if not _anything_spooled(config.run_dir):
+            _process.spool.note(spool.EXIT, at=at)
             return  # nothing compiled in any process of the run: nothing to wait for
-        _process.spool.note(spool.BYE)
+        _process.spool.note(spool.BYE, at=at)
         answer = spool.done_file(config.run_dir, os.getpid())
         deadline = time.monotonic() + GOODBYE_WAIT_S
         while not os.path.exists(answer):
@@ -186,10 +201,12 @@ def recording(db: str | None = None, tag: str | None = None, *, dataset_class: s
         if not install(recorder):
             yield None
             return
+        recorder.announce()  # the block's time is the run's
         try:
             yield recorder
         finally:
             uninstall(recorder)
+            recorder.spool.note(spool.EXIT, at=time.time())
             line = ingester.drain_now(db, config.run_dir)
             if line:
                 print(line, file=sys.stderr, flush=True)

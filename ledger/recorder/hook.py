@@ -79,9 +79,13 @@ class Recorder:
     """One process's recording: appends each compile's record to the spool the moment
     the compile returns (ledger/recorder/spool.py)."""
 
-    def __init__(self, config: RecordConfig, spool):
+    def __init__(self, config: RecordConfig, spool, started: float | None = None):
         self.config, self.spool = config, spool
         self.active = True
+        # each process's start (epoch seconds): its interpreter's (the sitecustomize's
+        # clock), a recording() block's, or its fork's (_forked); said in its started line
+        self._started = {os.getpid(): time.time() if started is None else started}
+        self._announced: set[int] = set()
         self._lock = threading.Lock()
         self._trace_s = self._lower_s = 0.0  # JAX's durations since the last compile
         # per thread: the compile whose backend duration JAX has yet to fire (in the
@@ -109,6 +113,15 @@ class Recorder:
                 self._known_entries[cache_dir] = n
             return n
         return self._known_entries[cache_dir]
+
+    def announce(self) -> None:
+        """This process's started line: its start and host (ledger/recorder/processes.py)."""
+        pid = os.getpid()
+        self._announced.add(pid)
+        self.spool.note(spool.STARTED, started=self._started.get(pid, time.time()), host=socket.gethostname())
+
+    def _forked(self) -> None:
+        self._started[os.getpid()] = time.time()
 
     # -- jax.monitoring ----------------------------------------------------------------
     def on_duration(self, event, duration, **kwargs):
@@ -150,6 +163,8 @@ class Recorder:
             wall = time.perf_counter() - t0
         try:
             self._after(rec, watch, wall)
+            if os.getpid() not in self._announced:  # a forked child's first compile
+                self.announce()
             self.spool.write(rec)
             self._unamended.index = rec["compile_index"]
         except Exception as err:  # noqa: BLE001
@@ -168,6 +183,7 @@ class Recorder:
             "function": ji.module_name(computation),
             # both read the compile's stack: called here, inside the wrapper
             "function_kind": ji.function_kind(),
+            "call_site": ji.call_site(),
             "input_signature": ji.input_signature(text, ji.compile_avals()),
             "pid": pid, "compile_index": index,
             "program_fingerprint": hashlib.sha256(text.encode()).hexdigest() if text else None,
@@ -322,9 +338,16 @@ def install(recorder: Recorder) -> bool:
                     rec.on_duration(event, duration, **kw)
 
             register(on_duration)
+        os.register_at_fork(after_in_child=_forked)
         _installed = True
     _stack.append(recorder)
     return True
+
+
+def _forked() -> None:
+    """In a forked child: its start is now (the parent's is not its own)."""
+    for rec in _stack:
+        rec._forked()
 
 
 def uninstall(recorder: Recorder) -> None:

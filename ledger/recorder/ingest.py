@@ -29,6 +29,7 @@ import time
 
 from ledger.recorder import spool
 from ledger.recorder.hook import warn_once
+from ledger.recorder.processes import Processes
 from ledger.recorder.tally import CacheTally
 
 HOLD_S = 10.0  # a record whose duration event never came goes in with the hook's clock
@@ -53,6 +54,7 @@ class RunIngester:
         self.byes: list[int] = []
         self.bad: dict[str, str] = {}  # spool file -> why its first bad line is not the recorder's
         self.error: BaseException | None = None
+        self.processes = Processes(run.get("run_id") or os.path.basename(run_dir))  # each process's wall time
 
     # -- reading -----------------------------------------------------------------------
     def read(self) -> None:
@@ -75,6 +77,7 @@ class RunIngester:
 
     def _take(self, path: str, line: dict) -> None:
         kind = line.get("_line")
+        self.processes.take(path, line)
         if kind is None:
             self.held[(path, line.get("compile_index"))] = (time.monotonic(), line)
         elif kind == spool.AMEND:
@@ -104,17 +107,19 @@ class RunIngester:
         (the records stay held, to be tried again)."""
         self.read()
         records = self.ready(final)
-        if not records:
+        ended = self.processes.ended()
+        if not records and not ended:
             return True
         rows = self._rows([rec for _, rec in records])
         try:
-            self._insert(rows)
+            self._insert(rows, ended)
         except Exception as err:  # noqa: BLE001 - kept in the spool, said once
             self.error = err
             for key, rec in records:  # held again, complete: tried first next time
                 self.held[key] = (float("-inf"), rec)
             return False
         self.error = None
+        self.processes.mark_written(ended)
         self.written += len(rows)
         for row in rows:
             self.states[row.get("cache_state")] = self.states.get(row.get("cache_state"), 0) + 1
@@ -134,24 +139,31 @@ class RunIngester:
                 warn_once("a compile was not recorded", err)
         return rows
 
-    def _insert(self, rows: list[dict]) -> None:
+    def _insert(self, rows: list[dict], processes: list[dict]) -> None:
+        from ledger.recorder.processes import insert
         from ledger.storage.bulk import insert_new
         from ledger.storage.models import compile_records
 
-        if rows:
+        if rows or processes:
             if self.ledger is None:
                 self.ledger = self.opener()
             with self.ledger.engine.begin() as conn:
                 insert_new(conn, compile_records, rows)
+                insert(conn, processes)
+
+    def last_step(self) -> bool:
+        """The run's last take: every process's end as far as known (ledger/recorder/processes.py)."""
+        self.processes.close()
+        return self.step(final=True)
 
     @property
     def pending(self) -> int:
         return len(self.held)
 
     def remove_if_done(self) -> bool:
-        """The run dir goes once every record in it is in the ledger (a file with a bad
-        line stays, set aside)."""
-        if self.held:
+        """The run dir goes once every record in it is in the ledger, and every process's
+        time (a file with a bad line stays, set aside)."""
+        if self.held or self.processes.ended():
             return False
         spool.remove_run(self.run_dir, set(self.bad), own=bool(self.run.get("own_root")))
         return True
@@ -221,7 +233,7 @@ def take_in_kept(ledger) -> None:
             continue  # its ingester is alive and at it (or another command is)
         try:
             ing = RunIngester(lambda: ledger, run_dir, run)
-            if not ing.step(final=True):
+            if not ing.last_step():
                 continue
             if ing.written:
                 print(f"ledger: took in {ing.written} compiles kept from `ledger record` run "

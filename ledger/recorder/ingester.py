@@ -26,7 +26,7 @@ def drain_now(db: str | None, run_dir: str) -> str:
     with open_ledger(db, "write") as ledger:
         ing = RunIngester(lambda: ledger, run_dir, config)
         deadline = time.monotonic() + LOCKED_GRACE_S
-        while not ing.step(final=True) and time.monotonic() < deadline:
+        while not ing.last_step() and time.monotonic() < deadline:
             time.sleep(0.1)
         line = ing.summary(ledger.display, config["run_id"]) if ing.held or ing.unrecorded else ""
         ing.remove_if_done()
@@ -98,12 +98,16 @@ def serve(db: str | None, run_dir: str, program_pid: int) -> None:
     while watch.alive(TICK_S):
         ing.step()
         _answer_byes(ing, answered, display, config["run_id"])
+        ing.processes.poll(pid_alive)  # a worker that ends without a word: its wall time
+    ing.processes.gone(program_pid, time.time())  # the command's end, unless it said so itself
     deadline = time.monotonic() + LOCKED_GRACE_S
     while True:
         done = ing.step(final=True)
         if (done and not spooling_alive(run_dir)) or time.monotonic() > deadline:
             break
+        ing.processes.poll(pid_alive)
         time.sleep(0.05)
+    ing.last_step()
     line = ing.summary(display, config["run_id"])
     if program_pid not in answered and line:
         print(line, file=sys.stderr, flush=True)  # the command died without its goodbye

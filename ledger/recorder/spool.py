@@ -43,9 +43,10 @@ SET_ASIDE = ".set-aside"  # a spool file with a line that is not the recorder's,
 
 # Line kinds besides a compile record (a line with no "_line" key).
 AMEND = "amend"  # JAX's backend_compile_duration for the record just before it
-BYE = "bye"  # the process is exiting normally: answer with done-<pid>
+BYE = "bye"  # the process is exiting normally: answer with done-<pid> (``at``: when, epoch seconds)
+EXIT = "exit"  # a process that waits for no answer is exiting normally (``at``: when)
 UNRECORDED = "unrecorded"  # jax was imported but its compiles could not be recorded
-STARTED = "started"  # the recorder is in place in this process
+STARTED = "started"  # the recorder is in place in this process (``started``: the process's start, ``host``)
 
 
 def spool_root(target) -> str:
@@ -173,9 +174,11 @@ def _seconds(value) -> bool:
 _LINE_CHECKS = {
     None: {"pid": _count, "compile_index": _count},  # a compile record (its run id: line_problem())
     AMEND: {"pid": _count, "index": _count, "backend_compile_s": _seconds},
-    BYE: {"pid": _count},
+    BYE: {"pid": _count, "at": lambda v: v is None or _seconds(v)},
+    EXIT: {"pid": _count, "at": _seconds},
     UNRECORDED: {"pid": _count, "why": lambda v: isinstance(v, str)},
-    STARTED: {"pid": _count},
+    # a process's start and host (ledger/recorder/processes.py): absent from an older recorder's line
+    STARTED: {"pid": _count, "started": lambda v: v is None or _seconds(v), "host": lambda v: v is None or isinstance(v, str)},
 }
 
 

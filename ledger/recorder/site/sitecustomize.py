@@ -15,6 +15,15 @@ never imports jax, and must not hide the program's own sitecustomize:
 
 import os
 import sys
+import time
+
+_T0 = time.time()  # the process's start, near enough: the interpreter has just begun (its wall time)
+
+
+def _forked():
+    global _T0
+    _T0 = time.time()  # a fork (a forkserver's child): its own start, not its parent's
+
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _started = []  # non-empty once the recorder was started (or refused) in this process
@@ -39,7 +48,7 @@ def _ledger_start():
     _started.append(True)
     sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _AfterJaxImport)]
     try:
-        _import_boot().start_from_env()
+        _import_boot().start_from_env(_T0)
     except Exception as err:  # noqa: BLE001 - the program runs on, unrecorded
         print(f"ledger record: not recording: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
 
@@ -110,6 +119,7 @@ if os.environ.get("LEDGER_RECORD"):
     import atexit
 
     atexit.register(_at_exit)
+    os.register_at_fork(after_in_child=_forked)
     if "jax" in sys.modules:  # imported before us (a .pth file): it is there already
         _ledger_start()
     else:
