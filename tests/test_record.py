@@ -376,3 +376,55 @@ def test_a_python_started_without_the_recording_is_named_in_the_closing_line(tmp
     assert len(said) == 1, out.stderr
     assert (f"; not recorded: it started a Python without the recording (its environment or PYTHONPATH replaced):"
             f" {PY} (pid ") in said[0] and "(and 1 more)" in said[0], said[0]
+
+
+# A library outside JAX (a package on the path, as autogalaxy is) that runs an eager op and
+# calls a jitted function of its own; the program calls it, and compiles once itself.
+LENSLIB = '''
+import jax, jax.numpy as jnp
+
+@jax.jit
+def deflect(x):
+    return jnp.cos(x) * 2.0
+
+def image(x):
+    y = x * 3.5 + 1.25
+    return deflect(y)
+'''
+USES_LIB = '''
+import contextlib
+import jax, jax.numpy as jnp
+from lenslib.light import image
+
+def fit(x):
+    with contextlib.nullcontext():  # a frame of Python's own library: never the call site
+        return image(x)
+
+fit(jnp.arange(5.0))
+print(float(jax.jit(lambda v: v.sum() * 0.5)(jnp.ones(4))))
+'''
+
+
+@pytest.mark.jax
+def test_each_compile_keeps_its_call_site_and_sql_and_explain_show_it(tmp_path):
+    (tmp_path / "lenslib").mkdir()
+    (tmp_path / "lenslib" / "__init__.py").write_text("")
+    (tmp_path / "lenslib" / "light.py").write_text(LENSLIB)
+    db, prog = tmp_path / "ledger.db", program(tmp_path, USES_LIB, "uses_lib.py")
+    for flags in ("", "--xla_cpu_enable_fast_math=false"):  # the second run cold again: one for explain
+        out = recorded(tmp_path, db, PY, prog, env={"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+                                                    "XLA_FLAGS": flags})
+        assert out.returncode == 0, out.stderr
+    sites = dict(query(db, "SELECT function, call_site FROM compile_records WHERE run_id ="
+                           " (SELECT run_id FROM compile_records ORDER BY id LIMIT 1)"))
+    # the library's own lines, relative to the path entry that holds it; the program's line
+    assert sites["jit_deflect"] == "lenslib/light.py:10 image"
+    assert sites["jit_multiply"] == "lenslib/light.py:9 image"  # the eager x * 3.5
+    assert sites[next(f for f in sites if "lambda" in f)] == "uses_lib.py:11 <module>"
+    assert sites["jit_iota"] == "uses_lib.py:10 <module>"  # jnp.arange, the program's own eager op
+    grouped = run_cli("sql", "--db", db, "--csv",
+                      "SELECT call_site, count(*) FROM compile_records GROUP BY call_site ORDER BY call_site")
+    assert grouped.exit_code == 0 and "lenslib/light.py:10 image,2\n" in grouped.output, grouped.output
+    (cold,), = query(db, "SELECT max(id) FROM compile_records WHERE function = 'jit_deflect'")
+    explained = run_cli("explain", cold, "--db", db)
+    assert explained.exit_code == 0 and "call site: lenslib/light.py:10 image" in explained.output.splitlines()

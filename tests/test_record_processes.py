@@ -121,7 +121,9 @@ def run_case(tmp_path, case: str, recorded: bool, db) -> tuple[int, list[str], s
         proc.kill()
         proc.wait()
     lines = seen.read_text().splitlines() if seen.exists() else []
-    return proc.returncode, lines, subprocess.CompletedProcess(command, proc.returncode, out, err)
+    done = subprocess.CompletedProcess(command, proc.returncode, out, err)
+    done.pid = proc.pid  # the program's own process: the ledger exec'd it
+    return proc.returncode, lines, done
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -139,6 +141,7 @@ def test_every_compile_the_program_saw_is_a_row(tmp_path, case):
     pids = [line.split(",")[0] for line in rows.output.splitlines()[1:]]
     print(f"| {case} | {len(seen)} | {len(pids)} | {plain_status} | {status} |")  # the matrix, under -s
     assert sorted(pids) == sorted(seen), out.stderr
+    _each_process_has_its_time(db, case, out)
     if case == "nested":
         tags = [line.split(",")[1] for line in rows.output.splitlines()[1:]]
         assert tags.count("inner") == 1 and tags.count("outer") == len(seen) - 1
@@ -146,6 +149,34 @@ def test_every_compile_the_program_saw_is_a_row(tmp_path, case):
         assert program_stderr(out).count("ledger record") == 0
         said = [ln for ln in out.stderr.splitlines() if ln.startswith("ledger record: ")]
         assert len(said) == 1 and said[0].startswith(f"ledger record: {len(seen)} compiles recorded into ")
+
+
+# How the command's own process ends, as the ledger knows it: its exit said at exit; a
+# death by SIGTERM or SIGKILL, or os._exit, skips that, and the ingester sees it gone.
+MAIN_ENDED_BY = {"sigterm": "gone", "sigkill": "gone", "os-exit": "gone"}
+
+
+def _each_process_has_its_time(db, case: str, out) -> None:
+    """Every process that compiled has its wall time (recorded_processes): started before
+    its first compile, ended after its last; the command's own process ended as it did."""
+    from datetime import datetime
+
+    procs = query(db, "SELECT run_id, pid, started, ended, wall_s, ended_by FROM recorded_processes")
+    compiled = query(db, "SELECT run_id, pid, min(timestamp), max(timestamp) FROM compile_records GROUP BY 1, 2")
+    times = {(r, p): (s, e, w, by) for r, p, s, e, w, by in procs}
+    assert set(times) >= {(r, p) for r, p, _, _ in compiled}, (procs, compiled)
+    for run_id, pid, first, last in compiled:
+        started, ended, wall, by = times[(run_id, pid)]
+        s, e = datetime.fromisoformat(started), datetime.fromisoformat(ended)
+        assert wall == pytest.approx((e - s).total_seconds(), abs=2e-6) and wall > 0  # microseconds
+        # the rows' timestamps are whole seconds: a second's slack either side
+        assert (datetime.fromisoformat(first) - s).total_seconds() > -1 and (e - datetime.fromisoformat(last)).total_seconds() > -1
+        assert by in ("exit", "gone", "last seen")
+    if case != "nested":
+        mine = [by for (_, p), (*_, by) in times.items() if p == out.pid]
+        assert mine == [MAIN_ENDED_BY.get(case, "exit")], (case, times)
+    else:  # each block is a run of its own, and its time is the block's
+        assert len(times) == 2 and {by for *_, by in times.values()} == {"exit"}
 
 
 def _hold_lock(db, release: threading.Event, started: threading.Event):

@@ -47,6 +47,7 @@ class Explanation:
         r = self.row
         out = [f"row {r['id']}: {r['cache_state']}, {_timing(r)}",
                f"cell: {describe_key(r)}, cache dir {r['cache_dir'] or '(none)'}"]
+        out += _call_site(r)
         if self.warm is not None:
             other = self.warm["cache_dir"] != r["cache_dir"]  # the dir, where it is another
             out.append(f"last warm row before it: row {self.warm['id']}, {_timing(self.warm)}"
@@ -67,6 +68,11 @@ class Explanation:
             out.append("no earlier warm row of this cell and cache dir: nothing to compare with "
                        "(the first compile into a cache dir is cold)")
         return out
+
+
+def _call_site(row) -> list[str]:
+    """What asked for a recorded compile: the program's or a library's line (one line, after the cell)."""
+    return [f"call site: {row['call_site']}"] if row.get("call_site") else []
 
 
 def _timing(row) -> str:
