@@ -20,8 +20,8 @@ def text(name: str, value):
     return value
 
 
-def seconds(name: str, value):
-    """A finite number of seconds, not negative, as a float; or None."""
+def seconds(name: str, value, signed: bool = False):
+    """A finite number of seconds, not negative (``signed``: either sign), as a float; or None."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -32,9 +32,15 @@ def seconds(name: str, value):
         out = math.inf
     if not math.isfinite(out):
         raise RecordError(f"{name} is not a finite number ({shown(repr(value), 60)})")
-    if out < 0:
+    if out < 0 and not signed:
         raise RecordError(f"{name} is negative ({value!r})")
     return out
+
+
+def signed_seconds(name: str, value):
+    """Seconds of either sign (what a cache saved: a read slower than the compile it
+    replaced saved less than nothing, ledger/savings.py), finite; or None."""
+    return seconds(name, value, signed=True)
 
 
 def count(name: str, value):
