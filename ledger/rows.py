@@ -102,6 +102,45 @@ def function_name(function: str, variant: int | None) -> str:
     return f"{function}#{variant + 1}" if variant else function
 
 
+FOLD_RUN = 3  # identical argument types in a row from which a signature reads "60x f64[3]"
+SIGNATURE_SHOWN = 120  # characters of a folded signature shown; the rest is counted
+
+
+def fold_signature(signature: str | None, limit: int = SIGNATURE_SHOWN) -> str | None:
+    """An input signature for a table cell: runs of one type folded (``f64[3], f64[3],
+    f64[3]`` reads ``3x f64[3]``), and what still exceeds ``limit`` counted, not
+    spelled out. The stored signature is whole (``--json``, ``ledger sql``, a report's
+    hover); this is only how it reads."""
+    if not signature:
+        return signature
+    args, arrow, results = signature.partition(" -> ")
+    parts = [_folded(args.split(", "))] + ([_folded(results.split(", "))] if arrow else [])
+    out = []
+    for i, types in enumerate(parts):
+        text, shown = "", 0
+        for t in types:
+            step = t if not text else f"{text}, {t}"
+            if len(step) > limit // len(parts) and text:
+                break
+            text, shown = step, shown + 1
+        if shown < len(types):
+            text += f", ... {len(types) - shown} more"
+        out.append(text)
+    return " -> ".join(out)
+
+
+def _folded(types: list[str]) -> list[str]:
+    out: list[str] = []
+    i = 0
+    while i < len(types):
+        j = i
+        while j < len(types) and types[j] == types[i]:
+            j += 1
+        out += [f"{j - i}x {types[i]}"] if j - i >= FOLD_RUN else types[i:j]
+        i = j
+    return out
+
+
 def utc_now() -> str:
     """The time the ledger stamps on what it writes itself (pins, pin history, check runs):
     the record contract's one clock."""

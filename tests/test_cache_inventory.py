@@ -17,6 +17,7 @@ import pytest
 
 from .conftest import query, run_cli
 from .helpers import recorded
+from .ledgers import made_quiet
 
 PROGRAM = """
 import jax, jax.numpy as jnp
@@ -55,6 +56,7 @@ def test_a_recorded_programs_cache_dir_inventoried_as_the_files_and_rows_say(tmp
     for _ in range(2):  # cold, then warm
         out = recorded(tmp_path, db, sys.executable, "fit.py", env=PERSIST)
         assert out.returncode == 0, out.stderr
+    made_quiet(db)
     before = (_digest(cache), db.read_bytes())
     result = run_cli("cache", str(cache), "--json", "--db", db)
     assert result.exit_code == 0, result.output
@@ -69,7 +71,11 @@ def test_a_recorded_programs_cache_dir_inventoried_as_the_files_and_rows_say(tmp
     warm = dict(query(db, "SELECT cache_key, count(*) FROM compile_records WHERE cache_state = 'warm' GROUP BY 1"))
     assert {e["key"]: e["hits"] for e in inv["entries"]} == {e["key"]: warm.get(e["key"], 0) for e in inv["entries"]}
     loss = next(e for e in inv["entries"] if e["function"] == "jit_loss")
-    assert loss["hits"] == 1 and loss["saved_s"] > 0 and loss["dead"] == []
+    assert loss["hits"] == 1 and loss["saved_s"] > 0 and loss["dead"] == [] and loss["saved_unknown"] == 0
+    # one definition of seconds saved: the warm run's, as `ledger runs` says it, is the dir's
+    warm_run = json.loads(run_cli("runs", "--json", "--db", db).output)[0]
+    assert warm_run["warm"] == warm_run["compiles"] == sum(warm.values())
+    assert warm_run["saved_s"] == pytest.approx(inv["totals"]["saved_s"], abs=1e-5)
     assert inv["totals"]["entries"] == len(files) and inv["totals"]["bytes"] == sum(p.stat().st_size for p in files)
 
 

@@ -8,8 +8,11 @@ import sys
 
 import pytest
 
+from ledger.savings import SAVED_FROM
+
 from .conftest import query, run_cli, write_json
 from .helpers import recorded
+from .ledgers import made_quiet
 
 PROGRAM = """
 import jax, jax.numpy as jnp
@@ -37,22 +40,31 @@ def test_a_program_recorded_three_times_lists_its_runs_and_the_flag_that_sent_it
     for flags in ("", "", FLAG):
         out = recorded(tmp_path, db, sys.executable, "fit.py", env={**PERSIST, "XLA_FLAGS": flags})
         assert out.returncode == 0, out.stderr
+    made_quiet(db)
     runs = run_cli("runs", "--json", "--db", db)
     assert runs.exit_code == 0, runs.output
     listed = json.loads(runs.output)
     assert [(r["cold"], r["warm"]) for r in listed] == [(n, 0), (0, n), (n, 0)] if (n := listed[0]["compiles"]) else False
     assert all(r["what"] == f"{sys.executable} fit.py" for r in listed)
     assert listed[1]["saved_s"] > 0 and listed[0]["saved_s"] is None  # a cold run saved nothing known
+    # each run's time: its one process, seen to its exit; the compiling in it, traced and XLA's
+    for r in listed:
+        assert r["time"]["processes"] == 1 and r["time"]["ended_by"] == [] and r["time"]["wall_s"] > 0
+        assert r["trace_s"] > 0 and r["compile_s"] > 0 and 0 < r["share"] < 1
+        assert r["compiling_s"] == pytest.approx(r["trace_s"] + r["compile_s"])
     text = run_cli("runs", "--db", db).output.splitlines()
-    assert text[0].split() == ["run", "started", "host", "what", "compiles", "cold", "warm", "compile_s", "saved_s"]
-    assert text[-1] == "3 runs; saved_s: the cell's median cold compile minus the warm one"
+    assert text[0].split() == ["run", "started", "host", "what", "compiles", "cold", "warm", "time", "s", "compiling",
+                               "trace+lower", "s", "XLA", "s", "saved", "s"]
+    assert text[-2:] == [("3 runs; compiling: tracing and lowering (no cache removes them) and XLA's compile or cache"
+                         " read, over the run's processes' time"), f"saved s: {SAVED_FROM}"]
 
     diff = run_cli("diff", "--db", db)  # the last two runs of the same command
     assert diff.exit_code == 1, diff.output
     lines = diff.output.splitlines()
     mine = [ln for ln in lines if ln.startswith(("went-cold jit_loss(", "went-cold jit_step("))]
     assert len(mine) == 2 and all(ln.endswith(": XLA flags") for ln in mine), lines
-    assert lines[-1] == f"run {listed[1]['run_id']} -> run {listed[0]['run_id']}: {n} functions: {n} went-cold"
+    assert lines[-1].startswith(f"run {listed[1]['run_id']} -> run {listed[0]['run_id']}: {n} functions: {n} went-cold;"
+                                " the cache saved ")
     same = run_cli("diff", listed[2]["run_id"], listed[1]["run_id"], "--json", "--db", db)
     assert same.exit_code == 0
     assert {f["change"] for f in json.loads(same.output)["functions"]} == {"went-warm"}
@@ -90,13 +102,17 @@ def test_diff_names_each_change_kind_and_fails_on_slower(two_runs):
         "gone      gone: warm 0.500 s -> -",
         "went-warm jit: cold 2.000 s -> warm 0.100 s",
         "faster    grad: warm 1.000 s -> warm 0.200 s",
-        "run a -> run b: 6 functions: 1 slower, 1 new, 1 gone, 1 went-warm, 1 faster, 1 same"]
+        ("run a -> run b: 6 functions: 1 slower, 1 new, 1 gone, 1 went-warm, 1 faster, 1 same;"
+        " the cache saved unknown, then 1.90 s (+3 unknown)")]
     out = json.loads(run_cli("diff", "a", "b", "--json", "--db", two_runs).output)
     vmap = next(f for f in out["functions"] if f["transform"] == "vmap")
     assert vmap == {"transform": "vmap", "function": None, "input_signature": None, "variant": None, "change": "same",
                     "note": None, "cause": None,
-                    "a": {"cache_state": "warm", "compile_s": 0.5, "row_id": 4},
-                    "b": {"cache_state": "warm", "compile_s": 0.52, "row_id": 9}}
+                    "a": {"cache_state": "warm", "compile_s": 0.5, "row_id": 4, "saved_s": None},
+                    "b": {"cache_state": "warm", "compile_s": 0.52, "row_id": 9, "saved_s": None}}
+    jit = next(f for f in out["functions"] if f["transform"] == "jit")  # jit's median cold (2.0) less 0.1
+    assert jit["b"]["saved_s"] == pytest.approx(1.9) and jit["a"]["saved_s"] is None  # a's is the cold row
+    assert out["saved"]["b"] == {"seconds": 1.9, "known": 1, "from_jax": 0, "unknown": 3, "loaded": 0}
     assert run_cli("diff", "--all", "a", "b", "--db", two_runs).output.count("\n") == 7
 
 
@@ -163,3 +179,28 @@ def test_the_report_says_what_the_cache_saved_per_host_dir_and_day(two_runs):
     assert section[4:7] == ["| host | cache dir | day | compiles | hit rate | saved s |",
                             "|---|---|---|---:|---:|---:|",
                             "| node1 | /c | 2026-07-01 | 10 | 80% | 1.90 (+7 unknown) |"]
+
+
+def test_a_long_signature_reads_folded_and_a_long_list_counted():
+    from ledger.rows import fold_signature
+
+    assert fold_signature(", ".join(["f64[3]"] * 60) + ", i32[] -> f64[]") == "60x f64[3], i32[] -> f64[]"
+    assert fold_signature("f64[], f64[] -> f64[10]") == "f64[], f64[] -> f64[10]"  # two in a row stay spelled
+    many = fold_signature(", ".join(f"f32[{i}]" for i in range(60)))
+    assert len(many) <= 140 and many.endswith(", ... 46 more") and many.startswith("f32[0], f32[1], ")
+    assert fold_signature(None) is None and fold_signature("") == ""
+
+
+def test_runs_wraps_a_long_command_in_its_column_and_keeps_it_whole_in_json(tmp_path, monkeypatch):
+    command = "python fit.py " + " ".join(f"--option-{i}=value-{i}" for i in range(16))
+    db = tmp_path / "ledger.db"
+    rows = [{**BASE, "transform": "recorded", "function": "jit_f", "command": command, "run_id": "r1", "phase": None,
+             "timestamp": "2026-07-01T10:00:00+00:00", "cache_state": "cold", "compile_s": 1.0}]
+    assert run_cli("import", write_json(tmp_path / "r.json", rows), "--db", db).exit_code == 0
+    monkeypatch.setenv("COLUMNS", "160")
+    out = run_cli("runs", "--db", db).output.splitlines()
+    table = out[:out.index(next(ln for ln in out if ln.startswith("1 runs;")))]
+    assert max(map(len, table)) <= 160 and len(table) > 3  # the command went on over lines of its own
+    at = table[0].index("what")
+    assert " ".join(ln[at:].split("  ")[0] for ln in table[2:]).split() == command.split()  # every word, in order
+    assert json.loads(run_cli("runs", "--json", "--db", db).output)[0]["what"] == command

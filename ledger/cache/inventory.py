@@ -8,9 +8,10 @@ key (a copied cache) or of another node's dir of the same path (a node-local /tm
 another entry's use. Where the dir is on a network filesystem, every host's rows of it
 count: they all read this one dir. A row's dir is read the same from any working directory:
 its real path, or, for a relative one from an older ledger, nothing (what it was relative
-to is not known). A warm hit saved the median cold compile of the same key, or,
-where the ledger never saw that key cold, the compile seconds JAX recorded inside the
-entry; less what the warm compile still took (never below 0).
+to is not known). What a warm hit saved is ledger/savings.py's, as `ledger runs` and the
+report say it: its cell's median cold compile on a host not loaded, or, where the ledger
+never saw the cell cold, the whole seconds JAX recorded inside the entry when they are at
+least 1; less what the warm compile took. A hit with neither is unknown.
 """
 
 from __future__ import annotations
@@ -18,15 +19,15 @@ from __future__ import annotations
 import os
 import re
 import socket
-import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import sqlalchemy as sa
 
+from ledger import savings
 from ledger.cache.entries import Entry, scan
-from ledger.record import COLD, WARM
+from ledger.record import WARM
 from ledger.rows import ok_sql
 
 DAY = 86400.0
@@ -40,6 +41,7 @@ class Item:
     hits: int = 0
     saved_s: float = 0.0
     saved_7d_s: float = 0.0
+    unknown: int = 0  # hits whose saving is unknown (ledger/savings.py)
     last_used: float | None = None
     jax_versions: list[str] = field(default_factory=list)
     dead: list[str] = field(default_factory=list)
@@ -47,7 +49,7 @@ class Item:
     def as_json(self) -> dict:
         e = self.entry
         return {"key": e.key, "function": e.function, "bytes": e.bytes, "jax_compile_s": e.jax_compile_s, "unread": e.unread,
-                "hits": self.hits, "saved_s": round(self.saved_s, 6), "last_used": iso(self.last_used),
+                "hits": self.hits, "saved_s": round(self.saved_s, 6), "saved_unknown": self.unknown, "last_used": iso(self.last_used),
                 "written": iso(e.mtime), "serves": self.serves, "jax_versions": self.jax_versions,
                 "dead": self.dead}
 
@@ -66,6 +68,7 @@ class Inventory:
                 "jax_compile_s": sum(i.entry.jax_compile_s or 0 for i in self.items),
                 "saved_s": round(sum(i.saved_s for i in self.items), 6),
                 "saved_7d_s": round(sum(i.saved_7d_s for i in self.items), 6),
+                "saved_unknown": sum(i.unknown for i in self.items),
                 "dead_entries": len(dead), "dead_bytes": sum(i.entry.bytes for i in dead),
                 "dead_by_reason": {r: sum(r in i.dead for i in self.items)
                                    for r in (DEAD_NEVER_HIT, DEAD_UNUSED, DEAD_OLD_JAX)},
@@ -114,13 +117,22 @@ def _rows(conn, keys: set[str], cache_dir: Path) -> dict[str, list[dict]]:
     def same_dir(stored: str | None) -> bool:  # an absolute path reads the same from any directory
         return bool(stored) and os.path.isabs(stored) and os.path.realpath(stored) == here
 
-    sql = (f"SELECT cache_key, cache_dir, hostname, cache_state, compile_s, timestamp, command, objective, transform,"
-           f" function, jax_version FROM compile_records WHERE cache_key IS NOT NULL AND {ok_sql()}")
+    cols = ", ".join(dict.fromkeys(("cache_key", "cache_dir", "hostname", "cache_state", "compile_s", "timestamp",
+                                    "command", "objective", "transform", "function", "jax_version", *savings.CELL)))
+    sql = f"SELECT {cols} FROM compile_records WHERE cache_key IS NOT NULL AND {ok_sql()}"
     out: dict[str, list[dict]] = {}
     for r in conn.execute(sa.text(sql)).mappings():
         if r["cache_key"] in keys and host in (None, r["hostname"]) and same_dir(r["cache_dir"]):
             out.setdefault(r["cache_key"], []).append(dict(r))
     return out
+
+
+def _saved(conn, rows: dict[str, list[dict]], items: list[Item]) -> None:
+    """Each warm row's saving (ledger/savings.py), kept on the row as "saved"."""
+    warm = [r for rs in rows.values() for r in rs if r["cache_state"] == WARM and r["compile_s"] is not None]
+    jax_s = {i.entry.key: i.entry.jax_compile_s for i in items}
+    for r, s in zip(warm, savings.of_rows(conn, warm, jax_s)):
+        r["saved"] = s
 
 
 def _serves(rows: list[dict]) -> str | None:
@@ -131,8 +143,6 @@ def _serves(rows: list[dict]) -> str | None:
 
 
 def _fill(item: Item, rows: list[dict], now: float) -> None:
-    cold = [r["compile_s"] for r in rows if r["cache_state"] == COLD and r["compile_s"] is not None]
-    cost = statistics.median(cold) if cold else item.entry.jax_compile_s
     for r in rows:
         when = epoch(r["timestamp"])
         if when is not None:
@@ -140,11 +150,13 @@ def _fill(item: Item, rows: list[dict], now: float) -> None:
         if r["cache_state"] != WARM:
             continue
         item.hits += 1
-        if cost is not None and r["compile_s"] is not None:
-            saved = max(cost - r["compile_s"], 0.0)
-            item.saved_s += saved
-            if when is not None and when >= now - 7 * DAY:
-                item.saved_7d_s += saved
+        s = r.get("saved")
+        if s is None:  # a hit without its seconds
+            continue
+        item.unknown += s.unknown
+        item.saved_s += s.seconds
+        if when is not None and when >= now - 7 * DAY:
+            item.saved_7d_s += s.seconds
     item.serves = _serves(rows)
     item.jax_versions = sorted({r["jax_version"] for r in rows if r["jax_version"]}, key=_version)
 
@@ -175,6 +187,7 @@ def build(cache_dir: Path, engine=None, unused_days: int = 30, now: float | None
     if engine is not None:
         with engine.connect() as conn:
             rows = _rows(conn, {i.entry.key for i in items}, cache_dir)
+            _saved(conn, rows, items)
     for i in items:
         if i.entry.key in rows:
             _fill(i, rows[i.entry.key], now)

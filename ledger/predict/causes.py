@@ -3,25 +3,25 @@
 The nearest evidence is the cell's last warm row on this host, jax and cache dir (or,
 before any warm row, its last cold row whose entry is still in the dir): the
 cache-key components that differ from it are named as `ledger explain` names them
-(ledger/watch/causes.cold_cause, the one definition). The expected cost is the median
-cold compile_s of the cell on this host key, and how many rows it rests on.
+(ledger/watch/causes.cold_cause, the one definition). The expected cost is what a warm
+compile of the cell would save (ledger/savings.py, the one definition): the median cold
+compile_s of the cell on this host key, on a host not loaded, and how many rows it rests on.
 """
 
 from __future__ import annotations
 
 import os
-from statistics import median
 
 import sqlalchemy as sa
 
-from ledger.record import CACHE_CELL, COLD, STATELESS_KEY, WARM
+from ledger import savings
+from ledger.record import CACHE_CELL, COLD, WARM
 from ledger.rows import newest_first, ok_sql
 from ledger.watch.causes import C_COMPONENTS, C_PRUNED, C_SAME_KEY, SHOWN_BY, Cause, cold_cause, prunes_of
 from ledger.watch.keys import same_as_sql
 
 NO_WARM_ROW = "no entry, and no warm row for this cell"
 EMPTY_DIR = "cache dir empty"
-HISTORY_LIMIT = 1000  # the newest cold rows a median is taken over
 
 
 def last_row(conn, pred: dict, state: str) -> dict | None:
@@ -54,12 +54,11 @@ def nearest_row(conn, pred: dict) -> dict | None:
 
 
 def expected_cost(conn, pred: dict) -> tuple[float | None, int]:
-    """(median cold compile_s, n) of the cell on this host key, any cache dir."""
-    sql = (f"SELECT compile_s FROM compile_records WHERE cache_state = '{COLD}' AND {ok_sql()}"
-           f" AND compile_s IS NOT NULL AND {same_as_sql(STATELESS_KEY, conn.dialect.name)}"
-           f" ORDER BY {newest_first()} LIMIT {HISTORY_LIMIT}")
-    values = [r[0] for r in conn.execute(sa.text(sql), {f: pred.get(f) for f in STATELESS_KEY})]
-    return (median(values) if values else None), len(values)
+    """(median cold compile_s, n) of the cell on this host key, any cache dir, on hosts
+    not loaded: the cold cost ledger/savings.py holds a warm compile against."""
+    cell = savings.cell_of({f: pred.get(f) for f in savings.CELL})
+    cost = savings.cold_costs(conn, {cell}).get(cell)
+    return (cost.median, cost.n) if cost is not None else (None, 0)
 
 
 def causes(conn, pred: dict) -> tuple[list[str], dict | None, Cause | None]:

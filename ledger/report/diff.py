@@ -11,6 +11,7 @@ more than MIN_DIFF seconds apart; what the raw numbers call slower but noise exp
 "same (noise)". A went-cold function's cause is `ledger explain`'s (ledger/watch/judge.py:
 one judgement for every command). A run is named by its id or the start of it (the 12
 characters `ledger record` prints).
+What the cache saved each run, and each function's warm compile, is ledger/savings.py's.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
+from ledger import savings
 from ledger.errors import LedgerError
 from ledger.record import COLD, WARM
 from ledger.rows import before_sql, function_name, newest_first, ok_sql, time_sql
@@ -45,6 +47,7 @@ class Diff:
     a: str
     b: str
     functions: list[dict] = field(default_factory=list)
+    saved: dict[str, savings.Saved] = field(default_factory=dict)  # by run id
 
     @property
     def exit_code(self) -> int:
@@ -55,7 +58,14 @@ class Diff:
 
     def as_json(self) -> dict:
         return {"a": self.a, "b": self.b, "exit_code": self.exit_code, "counts": self.counts(),
+                "saved": {side: self.saved.get(run, savings.Saved()).as_dict()
+                          for side, run in (("a", self.a), ("b", self.b))},
                 "functions": [{k: f[k] for k in (*NAME, "a", "b", "change", "note", "cause")} for f in self.functions]}
+
+    def saved_words(self) -> str:
+        a, b = (self.saved.get(run, savings.Saved()) for run in (self.a, self.b))
+        return f"the cache saved {savings.words(a)}, then {savings.words(b)}"
+
 
 
 def resolve_run(conn, given: str) -> str:
@@ -82,14 +92,14 @@ _READ = ("id", *NAME, "cache_state", "compile_s", "timestamp", "host_load_avg_1m
 
 
 def _first_compiles(conn, run_id: str) -> dict[tuple, dict]:
-    sql = (f"SELECT {', '.join(_READ)}, {loaded_sql()} AS loaded FROM compile_records"
+    cols = dict.fromkeys((*_READ, *savings.CELL, "cache_dir", "cache_key"))
+    sql = (f"SELECT {', '.join(cols)}, {loaded_sql()} AS loaded FROM compile_records"
            f" WHERE run_id = :run AND {ok_sql()} ORDER BY {time_sql()}, id")
     out: dict[tuple, dict] = {}
     for r in conn.execute(sa.text(sql), {"run": run_id}).mappings():
         key = tuple(r[k] for k in NAME)
         if key not in out:
-            out[key] = {"id": r["id"], "cache_state": r["cache_state"], "compile_s": r["compile_s"],
-                        "loaded": bool(r["loaded"])}
+            out[key] = {**r, "loaded": bool(r["loaded"])}
     if not out:
         raise DiffUsageError(f"no run {run_id!r} in this ledger (`ledger runs` lists them)")
     return out
@@ -159,8 +169,23 @@ def _causes(engine, pairs: list[tuple[int, int]]) -> dict[int, str]:
         return {cold_id: explain(conn, rows[cold_id]).cause or UNKNOWN_CAUSE for _, cold_id in pairs}
 
 
-def _shown(r: dict | None) -> dict | None:
-    return None if r is None else {"cache_state": r["cache_state"], "compile_s": r["compile_s"], "row_id": r["id"]}
+def _shown(r: dict | None, saved: dict[int, savings.Saved]) -> dict | None:
+    if r is None:
+        return None
+    s = saved.get(r["id"])
+    return {"cache_state": r["cache_state"], "compile_s": r["compile_s"], "row_id": r["id"],
+            "saved_s": None if s is None else s.value}
+
+
+def _saved(engine, first: dict, second: dict, runs: tuple[str, str]) -> tuple[dict, dict]:
+    """What each shown warm row saved, by row id, and each run in all (ledger/savings.py)."""
+    from ledger.report.runs import saved_by_run
+
+    warm = [r for side in (first, second) for r in side.values()
+            if r["cache_state"] == WARM and r["compile_s"] is not None]
+    with engine.connect() as conn:
+        rows = dict(zip((r["id"] for r in warm), savings.of_rows(conn, warm)))
+        return rows, saved_by_run(conn, list(runs))
 
 
 def diff_runs(engine, a: str, b: str) -> Diff:
@@ -173,12 +198,14 @@ def diff_runs(engine, a: str, b: str) -> Diff:
         histories = _histories(conn, b, judged) if judged else {}
     changes = {n: _change(first.get(n), second.get(n), histories[n]) if n in histories else raw[n] for n in names}
     out = Diff(a, b)
+    saved, out.saved = _saved(engine, first, second, (a, b))
     causes = _causes(engine, [(first[n]["id"], second[n]["id"]) for n in names if changes[n][0] == WENT_COLD])
     for name in names:
         x, y = first.get(name), second.get(name)
         change, note = changes[name]
-        out.functions.append({**dict(zip(NAME, name)), "a": _shown(x), "b": _shown(y), "change": change,
-                              "note": note, "cause": causes.get(y["id"]) if change == WENT_COLD else None})
+        out.functions.append({**dict(zip(NAME, name)), "a": _shown(x, saved), "b": _shown(y, saved),
+                              "change": change, "note": note,
+                              "cause": causes.get(y["id"]) if change == WENT_COLD else None})
     out.functions.sort(key=lambda f: CHANGES.index(f["change"]))
     return out
 
@@ -203,9 +230,11 @@ def last_two(engine) -> tuple[str, str]:
 
 def line(f: dict) -> str:
     """One function, for people."""
+    from ledger.rows import fold_signature
+
     name = function_name(f["function"], f.get("variant")) if f["function"] else f["transform"]
     if f["input_signature"]:
-        name += f"({f['input_signature']})"
+        name += f"({fold_signature(f['input_signature'])})"
     side = [("-" if s is None else f"{s['cache_state']} {s['compile_s']:.3f} s" if s["compile_s"] is not None
              else s["cache_state"]) for s in (f["a"], f["b"])]
     change = f"{f['change']} ({f['note']})" if f.get("note") else f["change"]

@@ -2,10 +2,11 @@
 its newest recorded run, and the part of it the cache removed.
 
 A recorded program is a command `ledger record` ran (compile_records.command). For its
-newest run, each function's compiles are summed; a warm compile removed what its own
-cell's cold compile cost (the newest cold row of the same function and input signature
-on the same host and jax, before it) less what the warm one still took. Only within
-one host key, as everywhere in the report.
+newest run, each function's compiles are summed, with the call sites that asked for them
+(compile_records.call_site: the program's or a library's line); a warm compile removed
+what ledger/savings.py says it saved (its cell's median cold compile on a host not
+loaded, less what the warm one took), as `ledger runs` and `ledger cache` say it. The
+run's time and its compile share are `ledger runs`' (ledger/report/runs.py).
 """
 
 from __future__ import annotations
@@ -14,9 +15,8 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
-from ledger.record import COLD, FUNCTION_KIND_EAGER, RECORDED_TRANSFORM, STATUS_OK, WARM
-
-_SAME_CELL = ("function", "input_signature", "hardware", "hostname", "jax_version", "cache_dir")
+from ledger import savings
+from ledger.record import FUNCTION_KIND_EAGER, RECORDED_TRANSFORM, STATUS_OK, WARM
 
 
 @dataclass
@@ -24,11 +24,24 @@ class FunctionLine:
     function: str
     compiles: int = 0
     signatures: set = field(default_factory=set)
-    compile_s: float = 0.0
+    compile_s: float = 0.0  # XLA: backend compiles and cache reads
+    trace_s: float = 0.0  # tracing and lowering, which no cache removes
     warm: int = 0
-    removed_s: float = 0.0  # cold cost of its warm compiles, less what they took
-    unknown: int = 0  # warm compiles with no cold row of their cell before them
+    removed_s: float = 0.0  # what its warm compiles saved (ledger/savings.py)
+    unknown: int = 0  # warm compiles with no cold cost
     eager: bool = False  # JAX compiling an op run outside jit, not the program's own function
+    call_sites: dict = field(default_factory=dict)  # call site -> its compiles' seconds (trace and XLA)
+
+    @property
+    def seconds(self) -> float:
+        """Its compiles' whole cost: tracing and lowering, and XLA."""
+        return self.compile_s + self.trace_s
+
+    @property
+    def call_site(self) -> str | None:
+        """The call site of most of its compile time (None: not recorded)."""
+        known = {k: v for k, v in self.call_sites.items() if k is not None}
+        return max(sorted(known), key=lambda k: known[k]) if known else None
 
     @property
     def removed(self) -> float | None:
@@ -43,6 +56,7 @@ class Program:
     timestamp: str | None
     hostname: str | None
     functions: list[FunctionLine]
+    run: object = None  # its ledger/report/runs.Run: time, compile share, seconds saved
 
     @property
     def compile_s(self) -> float:
@@ -94,51 +108,47 @@ def _newest_runs(conn, where: str, params: dict) -> dict[str, str]:
 
 
 def _run_rows(conn, where: str, params: dict, run_id: str) -> list[dict]:
-    sql = (f"SELECT id, command, run_id, timestamp, cache_state, compile_s, function_kind, {', '.join(_SAME_CELL)}"
-           f" FROM compile_records WHERE {where} AND run_id = :run ORDER BY id")
+    cols = ", ".join(dict.fromkeys((*savings.CELL, "cache_dir", "cache_key")))
+    sql = (f"SELECT id, command, run_id, timestamp, cache_state, compile_s, trace_s, function_kind, call_site,"
+           f" {cols} FROM compile_records WHERE {where} AND run_id = :run ORDER BY id")
     return [dict(r) for r in conn.execute(sa.text(sql), {**params, "run": run_id}).mappings()]
 
 
-def _cold_before(conn, where: str, params: dict, first_id: int) -> dict[tuple, float]:
-    """Each cell's newest cold compile written before the run began (its first row)."""
-    cells = ", ".join(_SAME_CELL)
-    sql = (f"SELECT {cells}, compile_s FROM (SELECT {cells}, compile_s,"
-           f" ROW_NUMBER() OVER (PARTITION BY {cells} ORDER BY id DESC) AS rn FROM compile_records"
-           f" WHERE {where} AND cache_state = '{COLD}' AND id < :first) newest WHERE rn = 1")
-    return {tuple(r[f] for f in _SAME_CELL): r["compile_s"]
-            for r in conn.execute(sa.text(sql), {**params, "first": first_id}).mappings()}
-
-
-def _program(command: str, run: str, rows: list[dict], cold_before: dict[tuple, float]) -> Program:
+def _program(command: str, run: str, rows: list[dict], saved: dict[int, savings.Saved]) -> Program:
     by_name: dict[str, FunctionLine] = {}
-    for r in rows:  # in id order: a cold row of the run is known before its warm rows after it
-        cell = tuple(r[f] for f in _SAME_CELL)
+    for r in rows:
         fn = by_name.setdefault(r["function"], FunctionLine(r["function"]))
         fn.eager = fn.eager or r["function_kind"] == FUNCTION_KIND_EAGER
         fn.compiles += 1
         fn.signatures.add(r["input_signature"])
         fn.compile_s += r["compile_s"]
+        fn.trace_s += r["trace_s"] or 0.0
+        site = r["call_site"]
+        fn.call_sites[site] = fn.call_sites.get(site, 0.0) + r["compile_s"] + (r["trace_s"] or 0.0)
         if r["cache_state"] == WARM:
             fn.warm += 1
-            if cell in cold_before:
-                fn.removed_s += max(cold_before[cell] - r["compile_s"], 0.0)
-            else:
-                fn.unknown += 1
-        if r["cache_state"] == COLD:
-            cold_before[cell] = r["compile_s"]
+            s = saved[r["id"]]
+            fn.removed_s += s.seconds
+            fn.unknown += s.unknown
     fns = sorted(by_name.values(), key=lambda f: (-f.compile_s, f.function))
     return Program(command, run, rows[-1]["timestamp"], rows[-1]["hostname"], fns)
 
 
 def programs(conn, filters: dict | None = None) -> list[Program]:
-    """Each recorded command's newest run, its functions by total compile time. Reads
-    that run's rows and, per cell, the newest cold row before it: not the whole ledger
-    (a cold row another run wrote while this one ran is not its comparison)."""
+    """Each recorded command's newest run, its functions by total compile time (tracing,
+    lowering and XLA), its time and what the cache removed (`ledger runs`' line)."""
+    from ledger.report.runs import list_runs_of
+
     where, params = _where(filters)
     out = []
-    for command, run in _newest_runs(conn, where, params).items():
+    newest = _newest_runs(conn, where, params)
+    runs = {r.run_id: r for r in list_runs_of(conn, list(newest.values()))}
+    for command, run in newest.items():
         rows = _run_rows(conn, where, params, run)
-        out.append(_program(command, run, rows, _cold_before(conn, where, params, rows[0]["id"])))
+        warm = [r for r in rows if r["cache_state"] == WARM]
+        saved = dict(zip((r["id"] for r in warm), savings.of_rows(conn, warm)))
+        out.append(_program(command, run, rows, saved))
+        out[-1].run = runs.get(run)
     return sorted(out, key=lambda p: p.command)
 
 

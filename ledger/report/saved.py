@@ -1,20 +1,22 @@
 """What the cache saved, per host, cache dir and day: the report's "time saved" section.
 
-Each warm compile saved its cell's median cold compile time (ledger/report/runs.median_cold:
-the same estimate as `ledger runs`) minus its own, summed per cell and day in the database;
-a warm compile of a cell never cold saved an unknown amount, counted apart. The hit rate is warm compiles over warm and cold ones.
+What each warm compile saved is ledger/savings.py's (as `ledger runs` and `ledger cache`
+say it): its cell's median cold compile on a host not loaded, less its own, summed per
+cell, cache key and day in the database; a cell never cold saved JAX's whole seconds in
+its entry where they are at least 1 s, else an unknown amount, counted apart. The hit
+rate is warm compiles over warm and cold ones.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
+from ledger import savings
 from ledger.filters import filter_sql
-from ledger.record import COLD, STATELESS_KEY, WARM
-from ledger.report.runs import median_cold
-from ledger.rows import key_values, ok_sql
+from ledger.record import COLD, WARM
+from ledger.rows import ok_sql
 
 DAYS = 14  # the ledger's newest days shown
 
@@ -26,8 +28,15 @@ class Day:
     day: str
     compiles: int = 0
     warm: int = 0
-    saved_s: float = 0.0
-    unknown: int = 0
+    saved: savings.Saved = field(default_factory=savings.Saved)
+
+    @property
+    def saved_s(self) -> float:
+        return self.saved.seconds
+
+    @property
+    def unknown(self) -> int:
+        return self.saved.unknown
 
     @property
     def hit_rate(self) -> float:
@@ -44,28 +53,27 @@ def _since(conn, where: str, params: dict) -> str:
 
 def _groups(conn, filters: dict | None) -> list[dict]:
     """Warm and cold compiles of the ledger's DAYS newest days, summed per host, cache
-    dir, day and cell in the database: the report reads a few thousand groups, not
-    every row."""
+    dir, day, cell and key in the database: the report reads a few thousand groups, not
+    every row (a key: JAX's seconds in its entry, where the cell was never cold)."""
     where, params = filter_sql(filters)
     where += " AND timestamp >= :since"
     params = {**params, "since": _since(conn, *filter_sql(filters))}
-    cols = ", ".join(STATELESS_KEY)
-    sql = (f"SELECT cache_dir, SUBSTR(timestamp, 1, 10) AS day, {cols}, COUNT(*) AS n,"
+    cols = ", ".join(savings.CELL)
+    sql = (f"SELECT cache_dir, SUBSTR(timestamp, 1, 10) AS day, {cols}, cache_key, COUNT(*) AS n,"
            f" SUM(CASE WHEN cache_state = '{WARM}' THEN 1 ELSE 0 END) AS n_warm,"
            f" SUM(CASE WHEN cache_state = '{WARM}' THEN compile_s ELSE 0 END) AS warm_s"
            f" FROM compile_records WHERE cache_state IN ('{COLD}', '{WARM}') AND {ok_sql()}"
            f" AND compile_s IS NOT NULL AND cache_dir IS NOT NULL AND cache_dir <> '' AND timestamp IS NOT NULL{where}"
-           f" GROUP BY cache_dir, SUBSTR(timestamp, 1, 10), {cols}")
+           f" GROUP BY cache_dir, SUBSTR(timestamp, 1, 10), {cols}, cache_key")
     return [dict(r) for r in conn.execute(sa.text(sql), params).mappings()]
 
 
 def per_day(engine, filters: dict | None = None) -> list[Day]:
     """Host and cache dir, then newest day first; at most DAYS days of each. A cell's warm
-    compiles of one day saved their number times its median cold compile, less what they
-    took (never below 0)."""
+    compiles of one day saved their number times its cold cost, less what they took."""
     with engine.connect() as conn:
         groups = _groups(conn, filters)
-        medians = median_cold(conn, {key_values(g, STATELESS_KEY) for g in groups if g["n_warm"]})
+        costs = savings.cold_costs(conn, {savings.cell_of(g) for g in groups if g["n_warm"]})
     days: dict[tuple, Day] = {}
     for g in groups:
         at = (g["hostname"], g["cache_dir"], g["day"])
@@ -74,11 +82,9 @@ def per_day(engine, filters: dict | None = None) -> list[Day]:
         d.warm += g["n_warm"]
         if not g["n_warm"]:
             continue
-        cold = medians.get(key_values(g, STATELESS_KEY))
-        if cold is None:
-            d.unknown += g["n_warm"]
-        else:
-            d.saved_s += max(g["n_warm"] * cold - g["warm_s"], 0.0)
+        cost = costs.get(savings.cell_of(g))
+        jax_s = savings.entry_seconds(g["cache_dir"], g["cache_key"]) if cost is None else None
+        d.saved.add(savings.saved(g["n_warm"], g["warm_s"], cost, jax_s))
     out, shown = [], {}
     newest_first = sorted(days, key=lambda k: k[2], reverse=True)
     for at in sorted(newest_first, key=lambda k: (str(k[0]), k[1])):  # stable: days stay newest first
