@@ -398,3 +398,30 @@ def test_charts_put_aware_and_legacy_naive_times_on_one_axis():
     assert _time("2026-12-04T13:56:02+05:30") == datetime(2026, 12, 4, 8, 26, 2)
     assert _time("2026-12-04T13:56:02+00:00") < _time("2026-12-04T13:56:03")
     assert (_time("not a time"), _time(None)) == (None, None)
+
+
+@pytest.mark.slow
+def test_a_panel_of_one_point_is_a_point_on_a_clock_of_minutes_and_titles_stay_apart():
+    """A cell measured once (or twice within seconds) was drawn on a 24-hour axis; a long
+    signature made a panel's title run into its neighbour's."""
+    from datetime import timedelta
+
+    from matplotlib.dates import num2date
+    from matplotlib.figure import Figure
+
+    from ledger.report.html import LABEL, ONE_POINT_SPAN, _draw_cell, _label
+    from ledger.report.lines import Line
+
+    sig = ", ".join(["f64[3]"] * 60)
+    ln = Line(("local_cpu", "n1", "0.10.2", False), (None, None, None, "recorded", "jit_full", sig, None, None),
+              pin={"compile_s": 0.3, "id": 1, "row_id": 1, "tag": None, "timestamp": None, "loaded": False})
+    for stamps in (["2026-07-01T10:00:00+00:00"], ["2026-07-01T10:00:00+00:00", "2026-07-01T10:00:09+00:00"]):
+        ax = Figure().add_subplot()
+        _draw_cell(ax, ln, [{"cache_state": "warm", "compile_s": 0.3 + i, "timestamp": t, "mark": None}
+                            for i, t in enumerate(stamps)])
+        lo, hi = (num2date(v) for v in ax.get_xlim())
+        assert timedelta(minutes=9) < hi - lo < 2 * ONE_POINT_SPAN + timedelta(minutes=1)
+        assert next(len(line.get_xdata()) for line in ax.get_lines()) == len(stamps)  # drawn, as points
+    title = ax.get_title(loc="left")
+    assert title.splitlines()[0] == _label(ln) and len(_label(ln)) <= LABEL and "60x f64[3]" in _label(ln)
+    assert title.splitlines()[1] == "(pin 0.300 s)"  # on a line of its own

@@ -4,8 +4,10 @@ browser (headless Chromium, Debian's `chromium` package: ci/chromium.sh installs
 from __future__ import annotations
 
 import base64
+import html as html_lib
 import json
 import re
+import sqlite3
 import struct
 import subprocess
 
@@ -14,7 +16,7 @@ import pytest
 from ledger.report.html import SORT
 
 from .case_kinds import chromium
-from .conftest import CORPUS, query, run_cli
+from .conftest import CORPUS, query, run_cli, write_json
 from .ledgers import add_row, add_verdict, recorded_runs
 
 CHROMIUM = chromium()
@@ -157,3 +159,103 @@ def test_the_first_screen_shows_the_programs_summary_and_top_functions(program_p
     shot = tmp_path / "program.png"
     r = _chromium(f"--screenshot={shot}", "--window-size=1400,900", program_page.as_uri(), cwd=tmp_path)
     assert shot.exists() and png_size(shot.read_bytes()) == (1400, 900), r.stderr[-2000:]
+
+
+# Two recorded programs, each run cold then warm (the newest), on a quiet host, their
+# processes' times kept: what the first screen must show for the newest run of each.
+FULL_SIG = ", ".join(["f64[3]"] * 60) + " -> f64[]"
+PROGRAMS = {  # command: [(function, kind, call site, signature, cold s, warm s, trace s)], wall s of the warm run
+    "python fit_mge.py --quick-update": ([
+        ("jit_full_pipeline_from_params", "jit", "autogalaxy/analysis/analysis.py:120 log_likelihood_function",
+         FULL_SIG, 6.4, 0.3, 4.8),
+        ("jit_while", "jit", "autolens/lens/tracer.py:88 traced_grid_2d_list_from", "f64[40,2] -> f64[40,2]",
+         1.2, 0.1, 0.4),
+        ("jit_multiply", "eager", "autoarray/structures/grids.py:301 __mul__", "f64[3], f64[] -> f64[3]",
+         0.05, 0.02, 0.01)], 23.0),
+    "python other_fit.py": ([
+        ("jit_call", "jit", "autofit/non_linear/fitness.py:210 call", "f64[12] -> f64[]", 3.0, 0.2, 1.0)], 9.5),
+}
+
+
+def _program_rows() -> list[dict]:
+    rows, i = [], 0
+    for p, (command, (fns, _)) in enumerate(PROGRAMS.items()):
+        for run, state in ((f"run-{p}-cold", "cold"), (f"run-{p}-warm", "warm")):
+            for fn, kind, site, sig, cold, warm, trace in fns:
+                i += 1
+                rows.append({"transform": "recorded", "function": fn, "function_kind": kind, "call_site": site,
+                             "input_signature": sig, "command": command, "run_id": run, "phase": None,
+                             "cache_state": state, "compile_s": cold if state == "cold" else warm, "trace_s": trace,
+                             "hardware": "local_cpu", "hostname": "node1", "jax_version": "0.11.2",
+                             "mixed_precision": False, "cache_dir": "/c", "cache_key": f"{fn}-{p}", "status": "ok",
+                             "host_cpu_count": 8, "host_load_avg_1m": 0.5, "pid": 100 + p, "compile_index": i,
+                             "timestamp": f"2026-07-0{1 + p}T1{0 if state == 'cold' else 1}:00:{i:02d}+00:00"})
+    return rows
+
+
+@pytest.fixture(scope="module")
+def programs_page(tmp_path_factory):
+    from datetime import datetime, timedelta
+
+    tmp_path = tmp_path_factory.mktemp("programs")
+    db = tmp_path / "ledger.db"
+    assert run_cli("import", write_json(tmp_path / "rows.json", _program_rows()), "--db", db).exit_code == 0
+    con = sqlite3.connect(db)
+    with con:
+        for p, (_, wall) in enumerate(PROGRAMS.values()):
+            start = datetime.fromisoformat(f"2026-07-0{1 + p}T11:00:00+00:00")
+            con.execute("INSERT INTO recorded_processes (run_id, hostname, pid, started, ended, wall_s, ended_by)"
+                        " VALUES (?, 'node1', ?, ?, ?, ?, 'exit')",
+                        (f"run-{p}-warm", 100 + p, start.isoformat(), (start + timedelta(seconds=wall)).isoformat(), wall))
+    con.close()
+    out = tmp_path / "report.html"
+    assert run_cli("report", "--db", db, "--html", out).exit_code == 0
+    return out
+
+
+# For each program's row of the glance table: the bottom of each cell the first screen
+# must show, and its text.
+GLANCE = ("<script>window.addEventListener('load', () => {"
+          "const rows = [...document.querySelectorAll('table.glance tbody tr')].map(r =>"
+          " Object.fromEntries(['cmd', 'time', 'share', 'removed', 'top'].map(c => {"
+          "  const td = r.querySelector('td.' + c); const b = td.getBoundingClientRect();"
+          "  return [c, [td.innerText, b.bottom, b.right]]; })));"
+          "const pre = document.createElement('pre'); pre.id = 'glance'; pre.textContent = JSON.stringify(rows);"
+          "document.body.appendChild(pre); });</script>")
+
+
+@needs_chromium
+def test_the_first_screen_shows_each_programs_time_share_savings_and_costliest_call_sites(programs_page, tmp_path):
+    probed = tmp_path / "probed.html"
+    probed.write_text(programs_page.read_text().replace("</body>", GLANCE + "</body>"))
+    r = _chromium("--dump-dom", "--window-size=1400,900", probed.as_uri(), cwd=tmp_path)
+    found = re.search(r'<pre id="glance">(.*?)</pre>', r.stdout, re.DOTALL)
+    assert found, r.stderr[-2000:]
+    rows = json.loads(html_lib.unescape(found.group(1)))
+    assert [row["cmd"][0] for row in rows] == ["python other_fit.py", "python fit_mge.py --quick-update"]  # newest first
+    for row in rows:  # every cell on the first screen, none past its right edge
+        assert all(bottom <= SCREEN_H and right <= 1400 for _, bottom, right in row.values()), row
+    other, mge = rows
+    # 23.0 s, of which 5.21 s tracing and lowering and 0.42 s XLA: 24%; the cache removed
+    # (6.4 - 0.3) + (1.2 - 0.1) + (0.05 - 0.02) = 7.23 s
+    assert mge["time"][0] == "23.0 s" and mge["share"][0] == "24% compiling: 5.2 s tracing and lowering, 0.4 s XLA"
+    assert mge["removed"][0] == "7.23 s"
+    top = mge["top"][0].splitlines()
+    assert top[0] == "jit_full_pipeline_from_params 5.10 s: autogalaxy/analysis/analysis.py:120 log_likelihood_function"
+    assert top[1] == "jit_while 0.500 s: autolens/lens/tracer.py:88 traced_grid_2d_list_from"
+    assert len(top) == 2  # the eager primitive is not among a program's own functions
+    assert (other["time"][0], other["removed"][0]) == ("9.5 s", "2.80 s")
+    assert "autofit/non_linear/fitness.py:210 call" in other["top"][0]
+    shot = tmp_path / "first.png"
+    r = _chromium(f"--screenshot={shot}", "--window-size=1400,900", programs_page.as_uri(), cwd=tmp_path)
+    assert shot.exists() and png_size(shot.read_bytes()) == (1400, 900), r.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_a_long_signature_is_folded_with_the_whole_one_on_hover(programs_page):
+    text = programs_page.read_text()
+    whole = html_lib.escape(FULL_SIG)
+    assert f'<td title="{whole}">60x f64[3] -&gt; f64[]</td>' in text  # the program's function table
+    assert "jit_full_pipeline_from_params(60x f64[3] -&gt; f64[])</td>" in text  # the key table's cell
+    # spelled out nowhere but in a hover: no 15-line cell
+    assert ", f64[3], f64[3], f64[3]" not in re.sub(r' title="[^"]*"', "", text)

@@ -1,7 +1,10 @@
 """The report as one self-contained HTML page (`ledger report --html`), charts drawn
 by matplotlib.
 
-Per host key: a bar chart of the newest cold against the newest warm compile of each
+First, the recorded programs at a glance: for the newest run of each, its time, the
+share of it spent compiling (tracing and lowering apart from XLA), what the cache
+removed, and its costliest functions with their call sites; then each program's
+functions. Per host key: a bar chart of the newest cold against the newest warm compile of each
 cell and transform, and compile time over time per cell and transform with its pin
 as a horizontal line and the rows a check called a regression (or went-cold, or a
 cache not reused) marked.
@@ -26,11 +29,14 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import NullFormatter
 
+from ledger import savings
 from ledger.files import atomic_write
-from ledger.record import COLD, WARM
+from ledger.record import CELL_FIELDS, COLD, WARM
 from ledger.report import lines as rl
+from ledger.report import runs as rr
 from ledger.report import text
 from ledger.report.lines import Line
+from ledger.rows import fold_signature
 
 WARM_COLOR, COLD_COLOR, PIN_COLOR, MARK_COLOR = "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"
 NCOLS = 3
@@ -45,11 +51,33 @@ STYLE = (
     "th,td{border:1px solid #ccc;padding:3px 8px}td.num{text-align:right}th{background:#f3f3f3}"
     "img.chart{display:block;max-width:100%;margin:1em 0}.note{font-size:13px;color:#555}"
     "th{cursor:pointer}summary{cursor:pointer;color:#555}"
+    "table.glance td{vertical-align:top}td.cmd{max-width:260px;overflow-wrap:anywhere}td.time{white-space:nowrap}"
+    "ol.top{margin:0;padding-left:1.3em}code{font-size:12px;color:#444;overflow-wrap:anywhere}"
 )
+GLANCE_TOP = 3  # a program's costliest functions named in the glance table
+TOP = 10  # a program's own functions in its table; the rest in one line
+LABEL = 56  # characters of a chart's cell label (a panel is a third of the page wide)
+
+
+def _title(ln: Line, limit: int = 200) -> str:
+    """A line's cell as a table shows it: text.cell_title's words, a long input signature
+    folded (``60x f64[3]``); the whole one is in the cell's hover (``_full``)."""
+    sig = ln.cell[CELL_FIELDS.index("input_signature")]
+    if sig is None:
+        return text.cell_title(ln)
+    shown_cell = list(ln.cell)
+    shown_cell[CELL_FIELDS.index("input_signature")] = fold_signature(sig, limit)
+    return text.cell_title(Line(ln.host, tuple(shown_cell), show_shape=ln.show_shape))
+
+
+def _full(ln: Line) -> str:
+    return text.cell_title(ln)
 
 
 def _label(ln: Line) -> str:
-    return f"{text.cell_title(ln)} · {text.show(ln.cell[3])}"
+    """A chart's label of a line: folded, and cut to what a panel has room for."""
+    out = f"{_title(ln, LABEL)} · {text.show(ln.cell[3])}"
+    return out if len(out) <= LABEL else out[: LABEL - 3] + "..."
 
 
 def _png(fig: Figure) -> str:
@@ -66,7 +94,7 @@ def bar_chart(title: str, lines: list[Line]) -> str:
     """Newest cold against newest warm compile of the BARS costliest cells and transforms
     (log scale: the cache's wins span 0.2 s to 700 s), in a figure of one fixed size."""
     lines = sorted(lines, key=_cost, reverse=True)[:BARS]
-    labels = [_label(ln)[:60] for ln in lines]
+    labels = [_label(ln) for ln in lines]
     # a fixed layout, room for 60-character labels: the constrained one measures every label again
     fig = Figure(figsize=(10, 6))
     fig.subplots_adjust(left=0.36, right=0.97, top=0.93, bottom=0.09)
@@ -128,8 +156,8 @@ def _draw_cell(ax, ln: Line, points: list[dict]) -> None:
         ax.plot([t for t, _ in marked], [v for _, v in marked], "x", color=MARK_COLOR, ms=10, mew=2)
     title = _label(ln)
     pin = ln.pin["compile_s"] if ln.pin and _fits(ln.pin["compile_s"]) else None
-    if ln.pin:
-        title += f"  (pin {text.significant(ln.pin['compile_s'])} s)"
+    if ln.pin:  # on a line of its own: a panel's title never runs into its neighbour's
+        title += f"\n(pin {text.significant(ln.pin['compile_s'])} s)"
     if pin is not None:
         ax.axhline(pin, color=PIN_COLOR, ls="--", lw=1.2)
     values = [p["compile_s"] for p in points if p["compile_s"] is not None] + ([pin] if pin is not None else [])
@@ -140,14 +168,17 @@ def _draw_cell(ax, ln: Line, points: list[dict]) -> None:
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
     ax.margins(x=0.08, y=0.1)
-    times = {t for t in (_time(p["timestamp"]) for p in points) if t is not None}
-    if len(times) == 1:
-        # one instant has no width: matplotlib would span years around it
-        (only,) = times
-        ax.set_xlim(only - timedelta(hours=12), only + timedelta(hours=12))
-    ax.set_title(title, fontsize=8)
+    times = sorted({t for t in (_time(p["timestamp"]) for p in points) if t is not None})
+    if times and times[-1] - times[0] < ONE_POINT_SPAN:
+        # one instant (or a few seconds) has no width: matplotlib would span a day or years
+        # around it; a few minutes either side keep it a point on a readable clock
+        ax.set_xlim(times[0] - ONE_POINT_SPAN, times[-1] + ONE_POINT_SPAN)
+    ax.set_title(title, fontsize=8, loc="left")
     ax.set_ylabel("compile_s", fontsize=7)
     ax.tick_params(which="both", labelsize=7)
+
+
+ONE_POINT_SPAN = timedelta(minutes=5)
 
 
 def _legend(fig: Figure, top: float) -> None:
@@ -169,11 +200,12 @@ def timeline_chart(title: str, lines: list[Line], points: dict[tuple, list[dict]
     """Compile time over time, one panel per chosen cell and transform, its pin drawn;
     one fixed size, whatever the ledger holds."""
     lines = chosen(lines)
-    nrows = -(-PANELS // NCOLS)
+    nrows = max(1, -(-len(lines) // NCOLS))  # no empty rows: at most PANELS panels
     # a fixed layout: the constrained one measures every tick label of every panel again
     height = 2.8 * nrows + 1.3
     fig = Figure(figsize=(12, height))
-    fig.subplots_adjust(left=0.06, right=0.98, top=1 - 1.2 / height, bottom=0.4 / height, hspace=0.45, wspace=0.25)
+    # room between rows for a two-line panel title above the date labels of the row before
+    fig.subplots_adjust(left=0.06, right=0.98, top=1 - 1.35 / height, bottom=0.4 / height, hspace=0.7, wspace=0.25)
     fig.suptitle(f"compile_s over time: {title}", fontsize=10, y=1 - 0.12 / height)
     _legend(fig, 1 - 0.45 / height)
     axes = fig.subplots(nrows, NCOLS, squeeze=False)
@@ -197,8 +229,10 @@ def _table(group: list[Line]) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in text.COLUMNS)
     body = []
     for ln in group:
-        tds = "".join(f"<td{' class=num' if c in text.NUMERIC else ''}>{html.escape(v)}</td>"
-                      for c, v in zip(text.COLUMNS, text.cells(ln)))
+        cells = text.cells(ln)
+        first = f'<td title="{html.escape(_full(ln))}">{html.escape(_title(ln))}</td>'
+        tds = first + "".join(f"<td{' class=num' if c in text.NUMERIC else ''}>{html.escape(v)}</td>"
+                              for c, v in zip(text.COLUMNS[1:], cells[1:]))
         body.append(f"<tr>{tds}</tr>")
     return _wrap(f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>", len(group))
 
@@ -282,18 +316,133 @@ def _charted(lines: list[Line]) -> set[tuple]:
     return set(sorted(cost, key=lambda h: -cost[h])[:CHARTED])
 
 
+# -- the recorded programs: the first screen -----------------------------------------------
+def _s(value: float) -> str:
+    return text.significant(value)
+
+
+def _site(site: str | None) -> str:
+    return "<code>call site not recorded</code>" if site is None else f"<code>{html.escape(site)}</code>"
+
+
+def _run_cells(p) -> tuple[str, str, str]:
+    """A program's newest run: its time, the share of it compiling, and what the cache removed."""
+    run = p.run
+    if run is None:
+        return "-", "-", "-"
+    t = run.time
+    if t is None:
+        time_ = "not recorded"
+    else:
+        time_ = f"{t.wall_s:.1f} s" + ("" if t.processes == 1 else f" ({t.processes} processes)")
+        time_ += "" if t.exact else (" (at least)" if "last seen" in t.ended_by else " (a process killed?)")
+    share = "-" if run.share is None else f"{100 * run.share:.0f}%"
+    compiling = (f"{share} compiling: {run.trace_s:.1f} s tracing and lowering, {run.compile_s:.1f} s XLA")
+    removed = savings.words(run.saved, _s)
+    return time_, compiling, removed
+
+
+def _costliest(fns: list) -> list:
+    """Functions by their whole compile cost (tracing and lowering too: no cache removes it)."""
+    return sorted(fns, key=lambda f: (-f.seconds, f.function))
+
+
+def _glance(programs: list) -> str:
+    """One row per recorded program (its newest run), newest first: what a lens modeller
+    asks first. Each program's functions follow in a section of their own."""
+    head = "".join(f"<th>{c}</th>" for c in ("program", "newest run", "time", "compiling", "cache removed",
+                                              "costliest functions: call site"))
+    rows = []
+    for p in sorted(programs, key=lambda p: p.timestamp or "", reverse=True):
+        time_, compiling, removed = _run_cells(p)
+        top = "".join(f"<li>{html.escape(f.function)} {_s(f.seconds)} s: {_site(f.call_site)}</li>"
+                      for f in _costliest(p.own)[:GLANCE_TOP])
+        rows.append(f'<tr><td class="cmd">{html.escape(p.command)}</td>'
+                    f"<td>{html.escape(p.run_id[:12])} on {html.escape(text.show(p.hostname))},"
+                    f" {html.escape(text.when(p.timestamp))}</td>"
+                    f'<td class="time num">{html.escape(time_)}</td><td class="share">{html.escape(compiling)}</td>'
+                    f'<td class="removed">{html.escape(removed)}</td><td class="top"><ol class="top">{top}</ol></td></tr>')
+    note = ("Compiling is tracing and lowering, which no cache removes, and XLA's compile or its cache read, over "
+            f"the run's processes' time. Cache removed: {savings.SAVED_FROM}.")
+    return (f'<section id="programs"><h2>recorded programs: the newest run of each</h2><table class="glance">'
+            f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+            f'<p class="note">{html.escape(note)}</p></section>')
+
+
+PROGRAM_COLUMNS = ("function", "call site", "compiles", "signatures", "trace+lower s", "XLA s", "share", "warm",
+                   "cache removed s")
+_NUMERIC = {"compiles", "signatures", "trace+lower s", "XLA s", "share", "warm"}
+
+
+def _function_row(f, total: float) -> str:
+    share = f"{100 * f.seconds / total:.0f}%" if total > 0 else "-"
+    removed = "unknown" if f.removed is None else _s(f.removed) + (f" (+{f.unknown} unknown)" if f.unknown else "")
+    sigs = sorted(str(s) for s in f.signatures)
+    shown = html.escape(fold_signature(sigs[0], 60)) if len(sigs) == 1 else str(len(sigs))
+    cells = [html.escape(f.function), _site(f.call_site), str(f.compiles), shown, _s(f.trace_s), _s(f.compile_s),
+             share, str(f.warm), html.escape(removed)]
+    hover = html.escape(sigs[0]) if len(sigs) == 1 else html.escape(" | ".join(sigs)[:2000])
+    tds = [f'<td title="{hover}">{c}</td>' if name == "signatures" else
+           f"<td{' class=num' if name in _NUMERIC else ''}>{c}</td>" for name, c in zip(PROGRAM_COLUMNS, cells)]
+    return f"<tr>{''.join(tds)}</tr>"
+
+
+def _functions_table(fns: list, total: float) -> str:
+    head = "".join(f"<th>{c}</th>" for c in PROGRAM_COLUMNS)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(_function_row(f, total) for f in fns)}</tbody></table>"
+
+
+def _program(p) -> str:
+    """One program's newest run: its summary line, its own functions (the costliest TOP),
+    JAX's eager primitives folded into one line."""
+    total, own = sum(f.seconds for f in p.functions), _costliest(p.own)
+    line = rr.summary(p.run) if p.run is not None else f"{_s(p.compile_s)} s of XLA compiles"
+    out = [f"<h2>recorded: {html.escape(p.command)}</h2>",
+           (f"<p>Run {html.escape(p.run_id[:12])} on {html.escape(text.show(p.hostname))},"
+           f" {html.escape(text.when(p.timestamp))}: {p.compiles} compiles ({p.compiles - p.warm} cold or uncached,"
+           f" {p.warm} warm); {html.escape(line)}.</p>"), _functions_table(own[:TOP], total)]
+    if len(own) > TOP:
+        rest = own[TOP:]
+        out.append(f'<p class="note">{len(rest)} more functions: {sum(f.compiles for f in rest)} compiles,'
+                   f" {_s(sum(f.seconds for f in rest))} s.</p>")
+    if p.eager:
+        n, seconds = sum(f.compiles for f in p.eager), sum(f.seconds for f in p.eager)
+        out.append(f"<details><summary>{n} eager primitive compiles, {_s(seconds)} s in all</summary>"
+                   f"{_functions_table(_costliest(p.eager), total)}</details>")
+    return "<section>" + "\n".join(out) + "</section>"
+
+
+def time_saved(days: list) -> str:
+    """What the cache saved per host, cache dir and day (ledger/report/saved.py)."""
+    if not days:
+        return ""
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in (*text.SAVED_COLUMNS[:-1], "saved"))
+    rows = "".join(f"<tr><td>{html.escape(text.show(d.hostname))}</td><td>{html.escape(text.show(d.cache_dir))}</td>"
+                   f"<td>{d.day}</td><td class=num>{d.compiles}</td><td class=num>{100 * d.hit_rate:.0f}%</td>"
+                   f"<td class=num>{html.escape(savings.words(d.saved, _s))}</td></tr>" for d in days)
+    table = _wrap(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>", len(days))
+    return (f"<h2>time saved</h2><p>{html.escape(savings.SAVED_FROM[0].upper() + savings.SAVED_FROM[1:])}.</p>"
+            + table)
+
+
+def programs_html(programs: list) -> str:
+    if not programs:
+        return ""
+    return "\n".join([_glance(programs), *(_program(p) for p in programs)])
+
+
 def page(lines: list[Line], points: dict[tuple, list[dict]], programs: str = "", after: str = "",
          todo: str = "") -> str:
-    """The whole HTML report: what to do (the newest check's root causes), the recorded
-    programs (what ran, its costliest functions), then one section per host key, then what
-    the cache saved and predictions."""
-    body = ["<h1>Compile ledger report</h1>", from_markdown(todo), f"<p>{html.escape(text.INTRO)}</p>",
-            from_markdown(programs)]
+    """The whole HTML report: what to do (the newest check's root causes, markdown), the
+    recorded programs (programs_html: their runs at a glance, then each one's functions),
+    then one section per host key, then ``after`` (HTML: the cache's health, what the cache
+    saved, predictions)."""
+    body = ["<h1>Compile ledger report</h1>", from_markdown(todo), programs, f"<p>{html.escape(text.INTRO)}</p>"]
     if not lines:
         body.append("<p>No warm or cold compile rows.</p>")
     charted = _charted(lines)
     body += [_section(host, group, points, host in charted) for host, group in rl.group_by_host(lines)]
-    body.append(from_markdown(after))
+    body.append(after)
     return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>Compile ledger report</title><style>{STYLE}</style></head>\n<body>\n"
             + "\n".join(body) + f"\n{SORT}\n</body></html>\n")
@@ -309,10 +458,10 @@ def write_html(engine, path, filters: dict | None = None) -> tuple[int, int]:
         charted = _charted(lines)
         drawn = [ln for _, group in rl.group_by_host(lines) if group[0].host in charted for ln in chosen(group)]
         points = rl.series(conn, filters, per_key=100, only=drawn)
-        programs = "\n".join("\n".join(text.recorded_program(p)) for p in recorded.programs(conn, filters))
+        programs = programs_html(recorded.programs(conn, filters))
     days = saved.per_day(engine, filters)
-    after = "\n".join([health.markdown(engine, filters), "\n".join(text.time_saved(days)) if days else "",
-                       predictions.markdown(engine, (filters or {}).get("hostname"))])
+    after = "\n".join([from_markdown(health.markdown(engine, filters)), time_saved(days),
+                       from_markdown(predictions.markdown(engine, (filters or {}).get("hostname")))])
     atomic_write(path, page(lines, points, programs, after, todo.markdown(engine, filters)))
     tables = len(rl.group_by_host(lines))
     return tables, 2 * min(tables, CHARTED)
