@@ -15,7 +15,10 @@ what it cost warm:
   so a sub-second compile reads 0 there and every hit of it would read as a loss. Such
   a figure is counted apart (``from_jax``) and said so;
 - else the saving is unknown: counted (``unknown``; ``loaded`` of them because the
-  cell's cold rows were all on a loaded host), never summed as 0.
+  cell's cold rows were all on a loaded host), never summed as 0. What those would have
+  saved by the loaded rows' median is kept apart (``loaded_s``) and said as such: on a
+  small machine a compile-bound program loads its host itself, and that figure is the
+  only one there is; it is never added to ``seconds``.
 
 Not clamped at 0: a cache read slower than the compile it replaced (a tiny function)
 cost time, and the sum is held to the wall clock (bench/bench_field_fit.py).
@@ -50,9 +53,10 @@ class Saved:
     from_jax: int = 0
     unknown: int = 0
     loaded: int = 0  # of the unknown: the cell was cold only on a loaded host
+    loaded_s: float = 0.0  # what those saved by their loaded cold rows' median: said apart, never summed in
 
     def add(self, other: Saved) -> Saved:
-        for name in ("seconds", "known", "from_jax", "unknown", "loaded"):
+        for name in ("seconds", "known", "from_jax", "unknown", "loaded", "loaded_s"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         return self
 
@@ -62,17 +66,18 @@ class Saved:
         return None if self.known == 0 else self.seconds
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "seconds": round(self.seconds, 6)}
+        return {**asdict(self), "seconds": round(self.seconds, 6), "loaded_s": round(self.loaded_s, 6)}
 
 
 @dataclass
 class Cost:
     """A cell's cold cost: the median of ``n`` cold rows on hosts not loaded (None when
-    none), and how many cold rows it has on loaded hosts."""
+    none), and how many cold rows it has on loaded hosts, and their median."""
 
     median: float | None
     n: int
     n_loaded: int = 0
+    loaded_median: float | None = None
 
 
 def _loaded():
@@ -101,7 +106,7 @@ def cold_costs(conn, cells: set[tuple]) -> dict[tuple, Cost]:
     if functions:
         sql, params = sql.bindparams(sa.bindparam("functions", expanding=True)), {**params, "functions": functions}
     quiet: dict[tuple, list[float]] = {}
-    loaded: dict[tuple, int] = {}
+    loaded: dict[tuple, list[float]] = {}
     mp = CELL.index("mixed_precision")
     for seconds, is_loaded, *key in conn.execute(sql, params).all():
         if key[mp] is not None:
@@ -109,11 +114,9 @@ def cold_costs(conn, cells: set[tuple]) -> dict[tuple, Cost]:
         cell = tuple(key)
         if cell not in cells:
             continue
-        if is_loaded:
-            loaded[cell] = loaded.get(cell, 0) + 1
-        else:
-            quiet.setdefault(cell, []).append(seconds)
-    return {c: Cost(statistics.median(quiet[c]) if c in quiet else None, len(quiet.get(c, ())), loaded.get(c, 0))
+        (loaded if is_loaded else quiet).setdefault(cell, []).append(seconds)
+    return {c: Cost(statistics.median(quiet[c]) if c in quiet else None, len(quiet.get(c, ())),
+                    len(loaded.get(c, ())), statistics.median(loaded[c]) if c in loaded else None)
             for c in cells if c in quiet or c in loaded}
 
 
@@ -141,7 +144,7 @@ def saved(n_warm: int, warm_s: float, cost: Cost | None, jax_s: int | None = Non
     if cost is not None and cost.median is not None:
         return Saved(n_warm * cost.median - warm_s, known=n_warm)
     if cost is not None:  # cold rows, all on a loaded host
-        return Saved(unknown=n_warm, loaded=n_warm)
+        return Saved(unknown=n_warm, loaded=n_warm, loaded_s=n_warm * cost.loaded_median - warm_s)
     if jax_s is not None and jax_s >= JAX_MIN_S:
         return Saved(n_warm * jax_s - warm_s, known=n_warm, from_jax=n_warm)
     return Saved(unknown=n_warm)
@@ -181,7 +184,9 @@ def words(s: Saved, fmt=lambda v: f"{v:.2f}") -> str:
     if s.value is None:
         if not s.unknown:
             return "nothing (no warm compile)"
-        return "unknown" + (" (cold only on a loaded host)" if s.loaded == s.unknown else "")
+        if s.loaded == s.unknown:
+            return f"unknown (cold only on a loaded host: {fmt(s.loaded_s)} s by those rows)"
+        return "unknown"
     out = f"{fmt(s.seconds)} s"
     extra = [f"+{s.unknown} unknown"] if s.unknown else []
     if s.from_jax:

@@ -33,7 +33,8 @@ FUNCTIONS = {
     "jit_fast": ([(0.01, QUIET)], 0.03, 0),  # the read took longer than the compile: -0.02, not 0
 }
 SAVED = 2.5 + 6.8 - 0.02
-RUN = {"seconds": pytest.approx(SAVED), "known": 3, "from_jax": 1, "unknown": 2, "loaded": 1}
+RUN = {"seconds": pytest.approx(SAVED), "known": 3, "from_jax": 1, "unknown": 2, "loaded": 1,
+       "loaded_s": pytest.approx(8.9)}  # jit_busy by its loaded cold row: said apart, never summed in
 
 
 def _rows(cache: str) -> list[dict]:
@@ -70,15 +71,16 @@ def test_each_branch_of_the_definition(saved_ledger):
         costs = savings.cold_costs(conn, {savings.cell_of(r) for r in rows})
         loss = next(r for r in rows if r["function"] == "jit_loss")
         assert expected_cost(conn, loss) == (3.0, 2)  # predict's expected cold cost: the same median
-    assert costs[savings.cell_of(loss)] == savings.Cost(3.0, 2, 1)
+    assert costs[savings.cell_of(loss)] == savings.Cost(3.0, 2, 1, 40.0)
     assert found["jit_loss"] == savings.Saved(pytest.approx(2.5), known=1)
-    assert found["jit_busy"] == savings.Saved(unknown=1, loaded=1)
+    assert found["jit_busy"] == savings.Saved(unknown=1, loaded=1, loaded_s=pytest.approx(8.9))
     assert found["jit_big"] == savings.Saved(pytest.approx(6.8), known=1, from_jax=1)
     assert found["jit_tiny"] == savings.Saved(unknown=1)
     assert found["jit_fast"] == savings.Saved(pytest.approx(-0.02), known=1)
     total = savings.total(found.values())
     assert savings.words(total) == f"{SAVED:.2f} s (+2 unknown, 1 by JAX's whole seconds)"
-    assert savings.words(savings.Saved(unknown=2, loaded=2)) == "unknown (cold only on a loaded host)"
+    assert savings.words(savings.Saved(unknown=2, loaded=2, loaded_s=3.5)) == (
+        "unknown (cold only on a loaded host: 3.50 s by those rows)")
     assert savings.words(savings.Saved()) == "nothing (no warm compile)"
 
 

@@ -42,6 +42,7 @@ class Item:
     saved_s: float = 0.0
     saved_7d_s: float = 0.0
     unknown: int = 0  # hits whose saving is unknown (ledger/savings.py)
+    saved_loaded_s: float = 0.0  # what those of them cold only on a loaded host saved by those rows
     last_used: float | None = None
     jax_versions: list[str] = field(default_factory=list)
     dead: list[str] = field(default_factory=list)
@@ -49,7 +50,8 @@ class Item:
     def as_json(self) -> dict:
         e = self.entry
         return {"key": e.key, "function": e.function, "bytes": e.bytes, "jax_compile_s": e.jax_compile_s, "unread": e.unread,
-                "hits": self.hits, "saved_s": round(self.saved_s, 6), "saved_unknown": self.unknown, "last_used": iso(self.last_used),
+                "hits": self.hits, "saved_s": round(self.saved_s, 6), "saved_unknown": self.unknown,
+                "saved_loaded_s": round(self.saved_loaded_s, 6), "last_used": iso(self.last_used),
                 "written": iso(e.mtime), "serves": self.serves, "jax_versions": self.jax_versions,
                 "dead": self.dead}
 
@@ -69,6 +71,7 @@ class Inventory:
                 "saved_s": round(sum(i.saved_s for i in self.items), 6),
                 "saved_7d_s": round(sum(i.saved_7d_s for i in self.items), 6),
                 "saved_unknown": sum(i.unknown for i in self.items),
+                "saved_loaded_s": round(sum(i.saved_loaded_s for i in self.items), 6),
                 "dead_entries": len(dead), "dead_bytes": sum(i.entry.bytes for i in dead),
                 "dead_by_reason": {r: sum(r in i.dead for i in self.items)
                                    for r in (DEAD_NEVER_HIT, DEAD_UNUSED, DEAD_OLD_JAX)},
@@ -154,6 +157,7 @@ def _fill(item: Item, rows: list[dict], now: float) -> None:
         if s is None:  # a hit without its seconds
             continue
         item.unknown += s.unknown
+        item.saved_loaded_s += s.loaded_s
         item.saved_s += s.seconds
         if when is not None and when >= now - 7 * DAY:
             item.saved_7d_s += s.seconds

@@ -76,7 +76,9 @@ def cache_cmd(
     else:
         typer.echo(f"{shown(inv.ledger)} names {sum(1 for i in inv.items if i.serves)} of them in {t['ledger_rows']}"
                    f" rows; their warm hits saved {t['saved_s']:.2f} s, {t['saved_7d_s']:.2f} s in the last 7 days"
-                   + (f" (+{t['saved_unknown']} hits of unknown saving)" if t["saved_unknown"] else ""))
+                   + (f" (+{t['saved_unknown']} hits of unknown saving" if t["saved_unknown"] else "")
+                   + (f"; {t['saved_loaded_s']:.2f} s by cold rows on a loaded host" if t["saved_loaded_s"] else "")
+                   + (")" if t["saved_unknown"] else ""))
     dead = t["dead_by_reason"]
     typer.echo(f"dead weight: {t['dead_entries']} entries, {_mb(t['dead_bytes'])} ({dead['never hit']} never hit,"
                f" {dead['unused']} unused {unused_days}+ days, {dead['old jax']} of an older jax than the dir's newest)")
