@@ -17,7 +17,8 @@ The cache evidence (probes/evidence.py) rests on names JAX does not promise to k
   and, read from the compile's Python stack, the frames of pjit's
   ``_pjit_call_impl_python`` (its ``jaxpr``'s debug info) and ``cache_miss`` (its
   ``jit_info.fun_sourceinfo``), stages' ``compile`` (function_kind), and pxla's
-  ``from_hlo`` (its ``global_in_avals``/``global_out_avals``: compile_avals).
+  ``from_hlo`` (its ``global_in_avals``/``global_out_avals``: compile_avals); the same
+  stack, past JAX's frames, gives the program's line that asked (call_site).
 
 Tested on the declared floor (jax 0.4.30) and on the newest jax by ci/jax_legs.sh.
 When one of them is missing or behaves differently, nothing raises: the probe records

@@ -2,8 +2,8 @@
 
 - compile_records.call_site: the innermost frame of the program, or of a library outside
   JAX, that led to a recorded compile, as ``file:line function`` (the file relative to the
-  sys.path entry that holds it: ``autogalaxy/operate/image.py:112 image_2d_from``); NULL
-  on probe rows and on every existing row.
+  sys.path entry that holds it, a library's package first); NULL on probe rows and on
+  every existing row.
 - recorded_processes: one row per process `ledger record` recorded (run_id, hostname,
   pid): when it started and ended (aware UTC, microseconds), its wall seconds, and how
   its end is known (``ended_by``: exit, gone, last seen; ledger/record.py). A run's
