@@ -6,6 +6,7 @@ for each branch of the definition, and a cache dir holding an entry for each war
 from __future__ import annotations
 
 import json
+import socket
 import zlib
 
 import pytest
@@ -20,7 +21,8 @@ from .ledgers import add
 BASE = {"transform": "recorded", "trace_s": 0.1, "first_s": None, "steady_s": None, "dataset_class": None,
         "model_type": None, "instrument": None, "ndim": None, "n_batch": None, "batch_size": None,
         "hardware": "local_cpu", "jax_version": "0.10.2", "mixed_precision": False, "tag": "t",
-        "hostname": "node1", "status": "ok", "objective": "record", "cache_state_source": "measured_events",
+        # this host: `ledger cache` credits an entry with its own host's rows of its dir
+        "hostname": socket.gethostname(), "status": "ok", "objective": "record", "cache_state_source": "measured_events",
         "command": "python fit.py", "input_signature": "f32[8]", "function_kind": "jit",
         "host_cpu_count": 8, "host_load_avg_1m": 0.5}
 QUIET, LOADED = 0.5, 16.0  # 1-minute loads on 8 cores
@@ -95,7 +97,7 @@ def test_runs_diff_the_report_and_the_cache_say_the_same_seconds(saved_ledger, t
         f"; the cache saved nothing (no warm compile), then {SAVED:.2f} s (+2 unknown, 1 by JAX's whole seconds)")
     assert json.loads(run_cli("diff", "cold", "warm", "--json", "--db", db).output)["saved"]["b"] == RUN
     report = run_cli("report", "--db", db).output
-    day = [ln for ln in report.splitlines() if ln.startswith("| node1 | ")]
+    day = [ln for ln in report.splitlines() if ln.startswith(f"| {socket.gethostname()} | ")]
     assert len(day) == 1 and day[0].endswith(f"| {SAVED:.2f} (+2 unknown) |"), day
     html = tmp_path / "r.html"
     assert run_cli("report", "--db", db, "--html", html).exit_code == 0
