@@ -300,7 +300,7 @@ KIND_PROGRAM = textwrap.dedent('''
     def make_wrapper(original):
         def wrapper(*args, **kwargs):
             name = ji.module_name(args[1])
-            seen.append((step[0], name, ji.function_kind()))
+            seen.append((step[0], name, ji.function_kind(), ji.call_site()))
             return original(*args, **kwargs)
         return wrapper
 
@@ -335,10 +335,18 @@ def test_function_kind_tells_eager_ops_from_the_programs_jitted_functions(tmp_pa
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     kinds: dict[str, set] = {}
-    for step, _name, kind in out["seen"]:
+    for step, _name, kind, _site in out["seen"]:
         kinds.setdefault(step, set()).add(kind)
     assert kinds == {step: {kind} for step, kind in KIND_EXPECTED.items()}, out["seen"]
-    names = {(step, name) for step, name, _ in out["seen"]}
+    # each compile's call site is the program's line of its step (past JAX's frames, and past
+    # the library's @jax.jit, which is JAX's wrapper once called), relative to its sys.path entry
+    lines = {step: next(i for i, ln in enumerate(KIND_PROGRAM.splitlines(), 1) if f'step[0] = "{step}"' in ln)
+             for step in KIND_EXPECTED}
+    loss = next(i for i, ln in enumerate(KIND_PROGRAM.splitlines(), 1) if "return jnp.sum(jnp.cos(x) * x)" in ln)
+    assert {(step, site) for step, _, _, site in out["seen"]} == {
+        (step, f"program.py:{lines[step]} <module>") for step in KIND_EXPECTED} | {
+        ("grad", f"program.py:{loss} loss")}, out["seen"]  # an un-jitted grad's ops: the innermost is loss's line
+    names = {(step, name) for step, name, _, _ in out["seen"]}
     # the program's own functions are named as JAX names them; the eager ones are JAX's
     assert {("user_jit", "jit_user"), ("library_jit", "jit_lens_likelihood"), ("add", "jit_add"),
             ("sum", "jit__reduce_sum")} <= names

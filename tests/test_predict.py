@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import query, run_cli
+from .ledgers import made_quiet
 
 pytestmark = pytest.mark.jax_legs
 LEDGER = shutil.which("ledger", path=str(Path(sys.executable).parent)) or "ledger"
@@ -75,7 +76,9 @@ class Truth:
 @pytest.mark.jax
 def test_fresh_dir_probe_warm_flags_emptied_and_another_dir(tmp_path, db):
     truth, cache = Truth(db), tmp_path / "jax-cache"
-    assert truth.check(cache) == "jit: cold (cache dir empty); expected cold compile unknown (no cold row of this cell)"
+    assert truth.check(cache) == ("jit: cold (cache dir empty); expected cold compile unknown"
+                                  " (no cold row of this cell on a host not loaded)")
+    made_quiet(db)  # the cold row's cost counts only from a quiet host (ledger/savings.py): this box is shared
     assert truth.check(cache) == "jit: warm"
 
     flagged = truth.predict(cache, env=_env(XLA_FLAGS=FLAG))

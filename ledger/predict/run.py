@@ -113,7 +113,7 @@ def line(pred: dict) -> str:
     text += f" ({pred['cause']})"
     cost = pred["expected_compile_s"]
     text += (f"; expected cold compile {cost:.4g} s (median of {pred['expected_n']})"
-             if cost is not None else "; expected cold compile unknown (no cold row of this cell)")
+             if cost is not None else "; expected cold compile unknown (no cold row of this cell on a host not loaded)")
     return text
 
 
