@@ -92,8 +92,7 @@ _READ = ("id", *NAME, "cache_state", "compile_s", "timestamp", "host_load_avg_1m
 
 
 def _first_compiles(conn, run_id: str) -> dict[tuple, dict]:
-    cols = dict.fromkeys((*_READ, *savings.CELL, "cache_dir", "cache_key"))
-    sql = (f"SELECT {', '.join(cols)}, {loaded_sql()} AS loaded FROM compile_records"
+    sql = (f"SELECT {', '.join(_READ)}, {loaded_sql()} AS loaded FROM compile_records"
            f" WHERE run_id = :run AND {ok_sql()} ORDER BY {time_sql()}, id")
     out: dict[tuple, dict] = {}
     for r in conn.execute(sa.text(sql), {"run": run_id}).mappings():
@@ -177,15 +176,14 @@ def _shown(r: dict | None, saved: dict[int, savings.Saved]) -> dict | None:
             "saved_s": None if s is None else s.value}
 
 
-def _saved(engine, first: dict, second: dict, runs: tuple[str, str]) -> tuple[dict, dict]:
-    """What each shown warm row saved, by row id, and each run in all (ledger/savings.py)."""
-    from ledger.report.runs import saved_by_run
+def _saved(engine, runs: tuple[str, str]) -> tuple[dict, dict]:
+    """What each warm row of the two runs saved, by row id, and each run in all
+    (ledger/savings.py): one read of the cells' cold rows for both."""
+    from ledger.report.runs import saved_by_run, saved_rows
 
-    warm = [r for side in (first, second) for r in side.values()
-            if r["cache_state"] == WARM and r["compile_s"] is not None]
     with engine.connect() as conn:
-        rows = dict(zip((r["id"] for r in warm), savings.of_rows(conn, warm)))
-        return rows, saved_by_run(conn, list(runs))
+        rows = saved_rows(conn, list(runs))
+        return {r["id"]: s for r, s in rows}, saved_by_run(conn, list(runs), rows)
 
 
 def diff_runs(engine, a: str, b: str) -> Diff:
@@ -198,7 +196,7 @@ def diff_runs(engine, a: str, b: str) -> Diff:
         histories = _histories(conn, b, judged) if judged else {}
     changes = {n: _change(first.get(n), second.get(n), histories[n]) if n in histories else raw[n] for n in names}
     out = Diff(a, b)
-    saved, out.saved = _saved(engine, first, second, (a, b))
+    saved, out.saved = _saved(engine, (a, b))
     causes = _causes(engine, [(first[n]["id"], second[n]["id"]) for n in names if changes[n][0] == WENT_COLD])
     for name in names:
         x, y = first.get(name), second.get(name)

@@ -108,9 +108,8 @@ def _newest_runs(conn, where: str, params: dict) -> dict[str, str]:
 
 
 def _run_rows(conn, where: str, params: dict, run_id: str) -> list[dict]:
-    cols = ", ".join(dict.fromkeys((*savings.CELL, "cache_dir", "cache_key")))
-    sql = (f"SELECT id, command, run_id, timestamp, cache_state, compile_s, trace_s, function_kind, call_site,"
-           f" {cols} FROM compile_records WHERE {where} AND run_id = :run ORDER BY id")
+    sql = ("SELECT id, command, run_id, timestamp, cache_state, compile_s, trace_s, function_kind, call_site,"
+           f" function, input_signature, hostname FROM compile_records WHERE {where} AND run_id = :run ORDER BY id")
     return [dict(r) for r in conn.execute(sa.text(sql), {**params, "run": run_id}).mappings()]
 
 
@@ -137,17 +136,16 @@ def _program(command: str, run: str, rows: list[dict], saved: dict[int, savings.
 def programs(conn, filters: dict | None = None) -> list[Program]:
     """Each recorded command's newest run, its functions by total compile time (tracing,
     lowering and XLA), its time and what the cache removed (`ledger runs`' line)."""
-    from ledger.report.runs import list_runs_of
+    from ledger.report.runs import list_runs_of, saved_rows
 
     where, params = _where(filters)
     out = []
     newest = _newest_runs(conn, where, params)
-    runs = {r.run_id: r for r in list_runs_of(conn, list(newest.values()))}
+    warm = saved_rows(conn, list(newest.values()))  # one read of their cells' cold rows, for runs and functions
+    runs = {r.run_id: r for r in list_runs_of(conn, list(newest.values()), warm)}
+    saved = {r["id"]: s for r, s in warm}
     for command, run in newest.items():
-        rows = _run_rows(conn, where, params, run)
-        warm = [r for r in rows if r["cache_state"] == WARM]
-        saved = dict(zip((r["id"] for r in warm), savings.of_rows(conn, warm)))
-        out.append(_program(command, run, rows, saved))
+        out.append(_program(command, run, _run_rows(conn, where, params, run), saved))
         out[-1].run = runs.get(run)
     return sorted(out, key=lambda p: p.command)
 

@@ -109,14 +109,19 @@ def _what(row: dict, transforms: list[str]) -> str:
     return f"{row['objective'] or '?'} ({', '.join(transforms)})"
 
 
-def saved_by_run(conn, run_ids: list[str]) -> dict[str, savings.Saved]:
-    """What each run's warm compiles saved (ledger/savings.py)."""
+def saved_rows(conn, run_ids: list[str]) -> list[tuple[dict, savings.Saved]]:
+    """Each warm row of the runs (its id and run id) with what it saved (ledger/savings.py)."""
     cols = ", ".join(savings.CELL)
-    sql = _among(f"SELECT run_id, {cols}, compile_s, cache_dir, cache_key FROM compile_records WHERE run_id IN :ids"
-                 f" AND cache_state = '{WARM}' AND {ok_sql()} AND compile_s IS NOT NULL")
+    sql = _among(f"SELECT id, run_id, {cols}, compile_s, cache_dir, cache_key FROM compile_records"
+                 f" WHERE run_id IN :ids AND cache_state = '{WARM}' AND {ok_sql()} AND compile_s IS NOT NULL")
     warm = [dict(r) for r in conn.execute(sql, {"ids": run_ids}).mappings()]
+    return list(zip(warm, savings.of_rows(conn, warm)))
+
+
+def saved_by_run(conn, run_ids: list[str], rows: list | None = None) -> dict[str, savings.Saved]:
+    """What each run's warm compiles saved; ``rows``: saved_rows() of them, where read already."""
     out: dict[str, savings.Saved] = {}
-    for row, s in zip(warm, savings.of_rows(conn, warm)):
+    for row, s in saved_rows(conn, run_ids) if rows is None else rows:
         out.setdefault(row["run_id"], savings.Saved()).add(s)
     return out
 
@@ -147,15 +152,16 @@ def list_runs(engine, filters: dict | None = None, limit: int | None = 20) -> li
         return _runs(conn, _listed(conn, where, params, limit))
 
 
-def list_runs_of(conn, run_ids: list[str]) -> list[Run]:
-    """The runs ``run_ids``, newest first (the report's newest run of each program)."""
-    return _runs(conn, _listed(conn, "", {}, None, run_ids)) if run_ids else []
+def list_runs_of(conn, run_ids: list[str], saved: list | None = None) -> list[Run]:
+    """The runs ``run_ids``, newest first (the report's newest run of each program);
+    ``saved``: their saved_rows(), where read already."""
+    return _runs(conn, _listed(conn, "", {}, None, run_ids), saved) if run_ids else []
 
 
-def _runs(conn, rows: list[dict]) -> list[Run]:
+def _runs(conn, rows: list[dict], saved_of_rows: list | None = None) -> list[Run]:
     ids = [r["run_id"] for r in rows]
     transforms = _transforms(conn, ids) if ids else {}
-    saved = saved_by_run(conn, ids) if ids else {}
+    saved = saved_by_run(conn, ids, saved_of_rows) if ids else {}
     times = run_times(conn, ids) if ids else {}
     out = []
     for r in rows:
