@@ -86,6 +86,7 @@ def test_each_branch_of_the_definition(saved_ledger):
     assert savings.words(savings.Saved()) == "nothing (no warm compile)"
 
 
+@pytest.mark.slow  # a ledger built, then four commands read it: over the fast tier's 0.3 s of CPU
 def test_runs_diff_the_report_and_the_cache_say_the_same_seconds(saved_ledger, tmp_path):
     db, cache = saved_ledger
     warm, cold = json.loads(run_cli("runs", "--json", "--db", db).output)
