@@ -92,7 +92,8 @@ def _listed(conn, where: str, params: dict, limit: int | None, ids: list[str] | 
 
 
 def _among(sql: str):
-    return sa.text(sql).bindparams(sa.bindparam("ids", expanding=True))
+    # typed: an empty list is then a typed empty list on PostgreSQL, not NULL as an integer
+    return sa.text(sql).bindparams(sa.bindparam("ids", expanding=True, type_=sa.Text))
 
 
 def _transforms(conn, run_ids: list[str]) -> dict[str, list[str]]:
