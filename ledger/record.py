@@ -111,13 +111,19 @@ PRECISION_FIELDS: dict[str, type] = {"x64": bool}
 # frame of the program, or of a library outside JAX, on the compile's stack (the file
 # relative to the sys.path entry holding it). What a lens modeller fixes is that line.
 SITE_FIELDS: dict[str, type] = {"call_site": str}
+# Revision 0017: a compile of a pytest session (`pytest --ledger`, ledger/pytest_plugin/):
+# `test_id` the node id running when JAX compiled (a test's, or a module's at its import),
+# `test_phase` which part of it (TEST_PHASES: a fixture's compiles are its setup's or
+# teardown's, not the test's call), `git_commit` the commit of the tree the session ran in
+# (GIT_DIRTY after it when the tree had changes). NULL on probe and `ledger record` rows.
+TEST_FIELDS: dict[str, type] = {"test_id": str, "test_phase": str, "git_commit": str}
 # The durations of the contract, in seconds: each is a measured time, never negative
 # (record_validation refuses one, as it refuses NaN and infinity in any float). Not
 # durations: the load averages, and cache_min_compile_time_s, a setting of JAX's.
 DURATION_FIELDS = ("trace_s", "compile_s", "first_s", "steady_s", "backend_compile_s")
 # Every column of compile_records besides id and record_key, in column order.
 COMPILE_FIELDS: dict[str, type] = {**LEGACY_FIELDS, **STATE_FIELDS, **PROBE_FIELDS, **RECORDED_FIELDS,
-                                   **PRECISION_FIELDS, **SITE_FIELDS}
+                                   **PRECISION_FIELDS, **SITE_FIELDS, **TEST_FIELDS}
 
 # The fields a probe hands over: all of them but record_kind, which the table sets
 # ('compile'); a probe never writes a sibling record.
@@ -178,6 +184,11 @@ RECORDED_TRANSFORM = "recorded"
 # jitted function of the program or of its libraries (probes/jax_internals.function_kind).
 FUNCTION_KIND_EAGER, FUNCTION_KIND_JIT = "eager", "jit"
 FUNCTION_KINDS = (FUNCTION_KIND_EAGER, FUNCTION_KIND_JIT)
+# compile_records.test_phase: a module's import while pytest collects it, a test's
+# fixtures being set up, the test itself, its fixtures torn down.
+PHASE_COLLECT, PHASE_SETUP, PHASE_CALL, PHASE_TEARDOWN = "collect", "setup", "call", "teardown"
+TEST_PHASES = (PHASE_COLLECT, PHASE_SETUP, PHASE_CALL, PHASE_TEARDOWN)
+GIT_DIRTY = "-dirty"  # after git_commit: the tree had uncommitted changes to tracked files
 
 # -- a recorded process (table recorded_processes, revision 0016) -------------------
 # Each process `ledger record` recorded: its run, host and pid (its identity), when it

@@ -37,6 +37,7 @@ from ledger.record import (
     SOURCE_RECORDED,
     STATUS_FAILED,
     STATUS_OK,
+    TEST_PHASES,
 )
 
 
@@ -311,6 +312,9 @@ def compile_row(rec: dict, *, default_hardware: str | None = None) -> dict:
         raise RecordError(f"function_kind {_short(kind)} is not one of {', '.join(FUNCTION_KINDS)}")
     if row.get("function") is not None and row.get("variant") is None:
         row["variant"] = 0  # a recorded compile that names no other program of its name and signature
+    phase = row.get("test_phase")
+    if phase is not None and phase not in TEST_PHASES:
+        raise RecordError(f"test_phase {_short(phase)} is not one of {', '.join(TEST_PHASES)}")
     for name in (*PROCESS_KEY_FIELDS, "variant"):  # counts from 0
         if (n := row.get(name)) is not None and n < 0:
             raise RecordError(f"{name} is negative ({n})")

@@ -19,7 +19,8 @@ CELL = {"dataset_class": "imaging", "instrument": "hst", "n_batch": 1, "batch_si
         "host_cpu_count": 8, "host_load_avg_1m": 0.5, "host_load_avg_1m_after": 0.5}
 RECORDED = {"function": "jit_loss", "input_signature": "f32[8]", "command": "python fit.py",
             "process_index": 0, "cache_not_persisted": "below-threshold", "function_kind": "jit", "variant": 0,
-            "call_site": "fit.py:12 <module>"}
+            "call_site": "fit.py:12 <module>",
+            "test_id": "tests/test_fit.py::test_loss[f32]", "test_phase": "call", "git_commit": "3f2a9c1b" * 5}
 
 
 def _value(name: str, kind: type, rnd: random.Random):
@@ -66,6 +67,7 @@ def every_kind_of_row(db, tmp_path, seed: int, n: int = 6) -> None:
     _predictions(db, rnd)
     _prunes(db, rnd)
     _processes(db, rnd)
+    _test_pins(db, rnd)
 
 
 def _processes(db, rnd: random.Random) -> None:
@@ -88,6 +90,18 @@ def _prunes(db, rnd: random.Random) -> None:
              "last_used": None if i else "2026-07-02T10:00:00+00:00", "reason": "unused 40 days",
              "hostname": "node1", "pruned_at": "2026-07-05T10:00:00+00:00"} for i in range(2)]
     _insert(db, cache_prunes, rows)
+
+
+def _test_pins(db, rnd: random.Random) -> None:
+    """A test's compile counts as `pytest --ledger-pin` keeps them (revision 0018), and a
+    test pinned compiling nothing."""
+    from ledger.storage.models import test_pins
+
+    rows = [{"test_id": test, "function": function, "compiles": n, "run_id": f"s{rnd.randrange(10**6):x}",
+             "git_commit": None if n else "ab12", "pinned_at": "2026-07-06T10:00:00+00:00"}
+            for test, function, n in (("t.py::test_a", "jit_loss", 2), ("t.py::test_a", "jit_add", 1),
+                                       ("t.py::test_b[x]", "", 0))]
+    _insert(db, test_pins, rows)
 
 
 def _insert(db, table, rows: list[dict]) -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from ledger import command
 from ledger.errors import LedgerError
+from ledger.storage.revisions import HEAD
 
 from .conftest import CORPUS, CORPUS_STATES, query
 
@@ -41,7 +42,7 @@ def test_each_verb_returns_what_the_cli_prints(tmp_path):
     db = tmp_path / "ledger.db"
     summary = command.import_json([CORPUS], db)
     assert (summary.added_compile, summary.by_state) == (sum(CORPUS_STATES.values()), CORPUS_STATES)
-    assert command.current(db) == ("0016", "head")
+    assert command.current(db) == (HEAD, "head")
     plan = command.pins_update(db)
     assert plan.summary() == "25 pins: 25 new, 0 repinned, 0 unchanged"
     columns, rows = command.pins_list(db, filters={"hostname": "DESKTOP-H143S82"})

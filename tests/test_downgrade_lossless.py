@@ -40,6 +40,7 @@ def test_down_to_each_revision_and_back_keeps_every_table(sqlite_ledger, tmp_pat
     before = tables(db)
     assert before["pins"] and before["pin_history"] and before["verdicts"] and before["predictions"] and before["cache_prunes"]
     assert before["recorded_processes"] and query(db, "SELECT count(*) FROM compile_records WHERE call_site IS NOT NULL")[0][0]
+    assert before["test_pins"]
     assert query(db, "SELECT count(*) FROM compile_records WHERE function IS NOT NULL AND sweep_id IS NOT NULL")[0][0]
     round_trip(db, down_to)
     assert tables(db) == before

@@ -467,3 +467,53 @@ def test_dropping_recorded_columns_keeps_the_cache_cells_triggers(db, down_to):
     assert len(armed) == 3 and all("<= 7" in sql for _, sql in armed)
     migrate(db, "downgrade", down_to)
     assert _triggers(db) == armed
+
+
+# -- 0018: a pytest session's test_id, test_phase and git_commit; test_pins ---------------
+def test_0018_downgrade_keeps_test_columns_and_test_pins_aside_and_back(any_db):
+    """`ledger db downgrade 0014` then `ledger db upgrade` gives back each row's test, phase
+    and commit and every test pin, through the real revision chain, on both backends."""
+    from ledger.storage.models import test_pins
+    from ledger.storage.open import open_ledger
+    from ledger.storage.writer import add_compile_record
+
+    db = any_db
+    base = {"transform": "recorded", "compile_s": 0.25, "hostname": "node1", "timestamp": "2026-12-03T15:39:00",
+            "run_id": "s", "cache_state": "cold", "function": "jit_step", "input_signature": "f32[3] -> f32[3]",
+            "process_index": 0, "pid": 7, "git_commit": "0123abcd" * 5 + "-dirty"}
+    with open_ledger(str(db), "write") as ledger:
+        for i, (test, phase) in enumerate([("t.py::test_a[x'\\n]", "call"), ("t.py::test_a[x'\\n]", "setup"),
+                                            ("t.py", "collect"), (None, None)]):
+            add_compile_record(ledger.engine, dict(base, test_id=test, test_phase=phase, compile_index=i))
+        add_compile_record(ledger.engine, {"transform": "jit", "compile_s": 1.5, "hostname": "node1",
+                                           "timestamp": "2026-12-01T10:00:00", "run_id": "p", "phase": "warm"})
+        with ledger.engine.begin() as conn:
+            conn.execute(test_pins.insert(), [
+                {"test_id": "t.py::test_a[x'\\n]", "function": "jit_step", "compiles": 3, "run_id": "s",
+                 "git_commit": "0123abcd", "pinned_at": "2026-12-03T15:40:00+00:00"},
+                {"test_id": "t.py::test_b", "function": "", "compiles": 0, "run_id": "s", "git_commit": None,
+                 "pinned_at": "2026-12-03T15:40:00+00:00"}])
+    everything = "SELECT id, test_id, test_phase, git_commit, record_key FROM compile_records ORDER BY id"
+    before, pins_before = query(db, everything), query(db, "SELECT * FROM test_pins ORDER BY id")
+    assert [r[1:3] for r in before] == [("t.py::test_a[x'\\n]", "call"), ("t.py::test_a[x'\\n]", "setup"),
+                                        ("t.py", "collect"), (None, None), (None, None)]
+    down = run_cli("db", "downgrade", "0014", "--db", db)
+    assert (down.exit_code, down.output) == (0, "at revision 0014\n"), down.output
+    engine = create_engine(db.url if isinstance(db, PgDb) else f"sqlite:///{db}")
+    assert not {"test_id", "test_phase", "git_commit"} & {c["name"] for c in inspect(engine).get_columns("compile_records")}
+    assert not inspect(engine).has_table("test_pins")
+    engine.dispose()
+    assert query(db, "SELECT count(*) FROM _ledger_stash_0018") == [(4,)]  # the rows with something to keep
+    up = run_cli("db", "upgrade", "--db", db)
+    assert (up.exit_code, up.output) == (0, f"at revision {HEAD}\n"), up.output
+    assert query(db, everything) == before
+    assert query(db, "SELECT * FROM test_pins ORDER BY id") == pins_before
+    assert not {"_ledger_stash_0018", "_ledger_stash_0018_test_pins"} & _tables(db)
+
+
+def test_a_test_phase_outside_the_vocabulary_is_refused(db, tmp_path):
+    bad = write_json(tmp_path / "bad.json", [{"transform": "recorded", "compile_s": 0.1, "test_id": "t.py::x",
+                                              "test_phase": "lunch"}])
+    result = run_cli("import", bad, "--db", db)
+    assert result.exit_code == 1
+    assert "test_phase 'lunch' is not one of collect, setup, call, teardown" in result.output

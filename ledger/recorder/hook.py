@@ -98,6 +98,9 @@ class Recorder:
         self._counter = CompileCounter()
         self.lost = Lost()
         self._programs: tuple[int, dict] = (os.getpid(), {})  # (pid, (function, signature) -> keys)
+        # fields its caller sets for the compiles from now on: the pytest plugin's test
+        # node id and phase (ledger/pytest_plugin/), changed between tests
+        self.context: dict = {}
 
     def _entries(self, cache_dir: str | None) -> int | None:
         """Entries in the cache dir before a compile: counted at this process's first
@@ -176,6 +179,7 @@ class Recorder:
 
         rec = blank_record()
         rec.update(self.static_fields())
+        rec.update(self.context)
         text = ji.module_text(computation)
         cache_dir = stored_cache_dir(ji.option(ji.OPT_CACHE_DIR))
         pid, index = self._counter.next()

@@ -198,3 +198,17 @@ recorded_processes = sa.Table(
       for name, t in PROCESS_FIELDS.items()),
     sa.UniqueConstraint("run_id", "hostname", "pid", name="uq_recorded_processes_run_id"),
 )
+
+# -- the compile counts `pytest --ledger-check` holds each test to (revision 0017) --------
+test_pins = sa.Table(
+    "test_pins",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("test_id", sa.Text, nullable=False),
+    sa.Column("function", sa.Text, nullable=False),  # '' for a test pinned compiling nothing
+    sa.Column("compiles", sa.BigInteger, nullable=False),
+    sa.Column("run_id", sa.Text),
+    sa.Column("git_commit", sa.Text),
+    sa.Column("pinned_at", sa.Text, nullable=False),
+    sa.UniqueConstraint("test_id", "function", name="uq_test_pins_test_id"),
+)
