@@ -352,17 +352,23 @@ def runs(db=None, *, filters: dict | None = None, limit: int | None = 20):
         return list_runs(ledger.engine, filters, limit), unrun_rows(ledger.engine, filters)
 
 
-def diff(db=None, a: str | None = None, b: str | None = None):
+def diff(db=None, a: str | None = None, b: str | None = None, *, by_test: bool | None = None):
     """`ledger diff`: run ``a`` against run ``b``, function by function (neither given:
     the last two runs of the newest run's command or objective). A Diff (functions,
-    counts(), as_json(), exit_code: 1 when anything went cold or slower)."""
+    counts(), as_json(), exit_code: 1 when anything went cold or slower); for two pytest
+    sessions (``by_test`` None) or when ``by_test``, a TestDiff, test by test (findings,
+    counts(), summary(), exit_code: 1 when a test compiles more, or went cold or slower)."""
     from ledger.report.diff import DiffUsageError, diff_runs, last_two
+    from ledger.report.diff_tests import diff_sessions, is_session
 
     if (a is None) != (b is None):
         raise DiffUsageError("give two run ids, or none for the last two runs of the same command or objective")
     with _open(db, "read") as ledger:
         a, b = (a, b) if a is not None else last_two(ledger.engine)
-        return diff_runs(ledger.engine, a, b)
+        if by_test is None:
+            with ledger.engine.connect() as conn:
+                by_test = is_session(conn, a) and is_session(conn, b)
+        return diff_sessions(ledger.engine, a, b) if by_test else diff_runs(ledger.engine, a, b)
 
 
 def report(db=None, *, filters: dict | None = None, predictions: bool = True) -> str:

@@ -95,15 +95,22 @@ def diff_cmd(
     run_b: Annotated[str | None, typer.Argument(help="The later run id.")] = None,
     json: Annotated[bool, typer.Option("--json", help="One JSON object with a functions list.")] = False,
     show_all: Annotated[bool, typer.Option("--all", help="List the functions that did not change too.")] = False,
+    by_function: Annotated[bool, typer.Option("--by-function", help="Two pytest sessions function by function,"
+                                              " not test by test.")] = False,
     db: DbOpt = None,
 ) -> None:
     """What changed between two runs, function by function: new, gone, went-cold (and why),
-    went-warm, slower, faster, same. Exit 1 when anything went cold or slower."""
+    went-warm, slower, faster, same. Exit 1 when anything went cold or slower. Two pytest
+    sessions (`pytest --ledger`) go test by test: a test that compiles a function more
+    times, or recompiles one, or whose compiles went cold or slower (exit 1 too)."""
     from ledger import command
     from ledger.output import shown
     from ledger.report.diff import SAME, line
 
-    result = command.diff(db, run_a, run_b)
+    result = command.diff(db, run_a, run_b, by_test=False if by_function else None)
+    if not hasattr(result, "functions"):
+        _print_test_diff(result, json)
+        return
     if json:
         typer.echo(jsonlib.dumps(result.as_json(), indent=1))
     else:
@@ -113,5 +120,19 @@ def diff_cmd(
         counts = ", ".join(f"{n} {c}" for c, n in result.counts().items() if n)
         typer.echo(f"run {result.a} -> run {result.b}: {len(result.functions)} functions: {counts};"
                    f" {result.saved_words()}")
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)
+
+
+def _print_test_diff(result, json: bool) -> None:
+    from ledger.output import shown
+    from ledger.report.diff_tests import line
+
+    if json:
+        typer.echo(jsonlib.dumps(result.as_json(), indent=1))
+    else:
+        for f in result.findings:
+            typer.echo(shown(line(f)))
+        typer.echo(result.summary())
     if result.exit_code:
         raise typer.Exit(result.exit_code)

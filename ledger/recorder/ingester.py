@@ -20,6 +20,13 @@ TICK_S = 0.05  # how often the spool is read while the command runs (a few sysca
 
 def drain_now(db: str | None, run_dir: str) -> str:
     """Take a finished run in now (``ledger.recording()``): its line, or ''."""
+    ing, display = drain(db, run_dir)
+    return ing.summary(display, ing.run["run_id"]) if ing.held or ing.unrecorded else ""
+
+
+def drain(db: str | None, run_dir: str) -> tuple[RunIngester, str]:
+    """Take a finished run in now: its ingester (what it wrote, kept and heard) and the
+    ledger as messages name it (``ledger.recording()``, the pytest plugin's session)."""
     from ledger.storage.open import open_ledger
 
     config = spool.read_run(run_dir)
@@ -28,9 +35,8 @@ def drain_now(db: str | None, run_dir: str) -> str:
         deadline = time.monotonic() + LOCKED_GRACE_S
         while not ing.last_step() and time.monotonic() < deadline:
             time.sleep(0.1)
-        line = ing.summary(ledger.display, config["run_id"]) if ing.held or ing.unrecorded else ""
         ing.remove_if_done()
-    return line
+    return ing, ledger.display
 
 
 def start_ingester(db: str | None, run_dir: str, program_pid: int, lock: int) -> None:
