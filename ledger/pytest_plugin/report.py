@@ -17,8 +17,8 @@ def finish(plugin) -> list[str]:
     try:
         ing, display = drain(plugin.config.option.ledger_db, run.run_dir)
     except LedgerError as err:
-        return [f"ledger: the session's compiles are kept in {run.run_dir} ({first_line(str(err))}); the next"
-                " ledger command that writes to this ledger takes them in"]
+        return [(f"ledger: the session's compiles are kept in {run.run_dir} ({first_line(str(err))}); the next"
+                " ledger command that writes to this ledger takes them in")]
     lines = [_recorded(ing, display, run.run_id)]
     problems = ing.summary(display, run.run_id) if ing.held or ing.unrecorded or ing.invalid or ing.bad else ""
     if problems:

@@ -19,11 +19,11 @@ import sys
 import uuid
 from dataclasses import asdict, dataclass
 
+from ledger.pytest_plugin.after_jax import when_jax_imported
+from ledger.pytest_plugin.tally import TallyWriter
 from ledger.record import GIT_DIRTY
 from ledger.recorder.config import RecordConfig, command_text
 from ledger.recorder.hook import Recorder, install, uninstall
-from ledger.pytest_plugin.after_jax import when_jax_imported
-from ledger.pytest_plugin.tally import TallyWriter
 
 WORKER_KEY = "ledger_session"  # the run, in an xdist worker's workerinput
 GIT_TIMEOUT_S = 10.0
