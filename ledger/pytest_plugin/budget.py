@@ -101,4 +101,4 @@ def _recompiled(compiles: list) -> str:
     if not worst:
         return ""
     (function, signature), n = worst[0]
-    return f" ({function}({signature or '?'}) compiled {n} times: recompiled)"
+    return f"; recompiled: {function}({signature or '?'}) {n} times"

@@ -31,7 +31,7 @@ def pytest_addoption(parser):
                          " goes in LEDGER_DB, not here")
     group.addoption("--ledger-tag", metavar="TAG", help="a tag on the session's rows (implies --ledger)")
     group.addoption("--ledger-isolate", action="store_true",
-                    help="clear JAX's in-memory caches before each test's call, so that each test compiles what it"
+                    help="clear JAX's in-memory caches before each test's setup and call, so that each test compiles what it"
                          " uses whatever ran before it, on any worker (implies --ledger)")
     group.addoption("--ledger-check", action="store_true",
                     help="fail a test whose call compiles a function more times than its pin, with the `ledger diff`"
@@ -140,6 +140,8 @@ class LedgerPlugin:
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_setup(self, item):
+        if self.isolate:
+            _clear_jax_caches()  # its function-scoped fixtures compile what they use, whatever ran before
         with self._phase(item.nodeid, PHASE_SETUP):
             yield
 
@@ -148,8 +150,8 @@ class LedgerPlugin:
         budgeted = item.get_closest_marker("compile_budget") is not None
         if budgeted and self.recording is None:
             self._budget_recording()
-        if (budgeted or self.isolate) and "jax" in sys.modules:
-            sys.modules["jax"].clear_caches()  # the call compiles what it uses, whatever ran before it
+        if budgeted or self.isolate:
+            _clear_jax_caches()  # the call compiles what it uses, whatever ran before it
         with self._phase(item.nodeid, PHASE_CALL):
             yield
 
@@ -246,6 +248,11 @@ class LedgerPlugin:
             lines.append(check_line(self.verdicts))
         for text in lines:
             terminalreporter.write_line(text)
+
+
+def _clear_jax_caches() -> None:
+    if "jax" in sys.modules:  # nothing compiled yet otherwise, and jax is never imported here
+        sys.modules["jax"].clear_caches()
 
 
 def _failure(message: str):
