@@ -269,3 +269,77 @@ def test_unasked_the_plugin_imports_neither_jax_nor_sqlalchemy(pytester):
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*MODULES False False False*"])
     assert "--ledger" in _run(pytester, "--help").stdout.str()
+
+
+# -- the judgements themselves, on compiles in hand (no JAX) -------------------------------
+def _compiles(*specs):
+    from ledger.pytest_plugin.tally import Compile
+
+    return [Compile(f, sig, state, s, load, "t.py::t", "call") for f, sig, state, s, load in specs]
+
+
+def _mark(*args, **kwargs):
+    return pytest.mark.compile_budget(*args, **kwargs).mark
+
+
+def test_a_budget_counts_every_compile_and_seconds_only_of_real_compiles_on_an_unloaded_host():
+    from ledger.pytest_plugin.budget import Budget, judge
+
+    calls = _compiles(("jit_big", "f32[8] -> f32[]", "cold", 1.5, 0.5), ("jit_big", "f32[9] -> f32[]", "none", 1.0, 0.5),
+                      ("jit_add", "f32[] -> f32[]", "warm", 9.0, 0.5))
+    assert judge(Budget(compiles=3, seconds=2.6), calls, cores=2) == (None, None)  # the warm read is not spent
+    over, note = judge(Budget(compiles=2, seconds=2.0), calls, cores=2)
+    assert over == ("compile_budget exceeded: 3 compiles > 2: jit_big 2x, jit_add 1x;"
+                    " 2.50 s compiling > 2 s: jit_big 2.50 s") and note is None
+    # the same compiles on a loaded host: the count is judged, the seconds are said not to be
+    busy = _compiles(("jit_big", "f32[8] -> f32[]", "cold", 9.0, 3.5))
+    assert judge(Budget(compiles=1, seconds=1.0), busy, cores=2) == (
+        None, ("compile_budget(seconds=1) not judged: 1 of its 1 compiles on a loaded host (1-minute load 3.50 > 2"
+              " usable cores)"))
+
+
+def test_a_budget_names_at_most_four_functions_and_the_recompiled_signature():
+    from ledger.pytest_plugin.budget import Budget, judge
+
+    calls = _compiles(*[(f"jit_f{i}", "f32[]", "none", 0.01, None) for i in range(6)],
+                      *[("jit_step", "f32[3] -> f32[3]", "none", 0.01, None)] * 3)
+    over, _ = judge(Budget(compiles=0), calls)
+    assert over == ("compile_budget exceeded: 9 compiles > 0: jit_step 3x, jit_f0 1x, jit_f1 1x, jit_f2 1x and 3 more;"
+                    " recompiled: jit_step(f32[3] -> f32[3]) 3 times")
+
+
+@pytest.mark.parametrize("mark, says", [
+    (_mark(3), "keywords only"), (_mark(compile=3), "has no compile"), (_mark(compiles=-1), "a count"),
+    (_mark(compiles="3"), "a count"), (_mark(seconds=float("nan")), "seconds, 0 or more"),
+    (_mark(compiles=True), "a count"), (_mark(), "needs compiles=N, seconds=S or both")])
+def test_a_budget_marker_that_cannot_be_judged_says_why(mark, says):
+    from ledger.pytest_plugin.budget import Budget, BudgetError
+
+    with pytest.raises(BudgetError, match=re.escape(says)):
+        Budget.of_marker(mark)
+
+
+def test_a_count_against_a_pin_names_what_is_new_or_compiled_again():
+    from ledger.report.diff_tests import Compiled, line, unit_changes
+
+    def unit(*compiles):
+        out = {}
+        for function, sig, pid in compiles:
+            out.setdefault(function, Compiled()).add(sig, pid, site="lib/fit.py:12")
+        return out
+
+    now = unit(("jit_step", "f32[3]", 1), ("jit_step", "f32[3]", 1), ("jit_loss", "f32[3]", 1),
+               ("jit_loss", "f32[5]", 1), ("jit_new", "i32[]", 1))
+    found = {f["function"]: line(f) for f in unit_changes("t.py::t", "call", {"jit_step": 1, "jit_loss": 1,
+                                                                              "jit_gone": 2}, now)}
+    assert found == {
+        "jit_step": "recompiled     t.py::t: jit_step 1 -> 2 compiles: f32[3] compiled 2 times in one process"
+                    " (at lib/fit.py:12)",
+        "jit_loss": "more-compiles  t.py::t: jit_loss 1 -> 2 compiles",  # a pin keeps no signatures
+        "jit_new": "more-compiles  t.py::t: jit_new 0 -> 1 compiles: new function: i32[] (at lib/fit.py:12)",
+        "jit_gone": "fewer-compiles t.py::t: jit_gone 2 -> 0 compiles"}
+    # two sessions: a new signature is named; two workers importing one module are not "more"
+    before = unit(("jit_loss", "f32[3]", 1), ("jit_mod", "f32[]", 1))
+    after = unit(("jit_loss", "f32[3]", 2), ("jit_loss", "f32[5]", 2), ("jit_mod", "f32[]", 2), ("jit_mod", "f32[]", 3))
+    assert [line(f) for f in unit_changes("t.py", "setup", before, after)] == [
+        "more-compiles  t.py (setup): jit_loss 1 -> 2 compiles: new signature f32[5] (at lib/fit.py:12)"]

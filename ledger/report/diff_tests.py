@@ -119,13 +119,14 @@ def count_change(function: str, a, b) -> dict | None:
         return out
     before, after = _signatures(a) or Counter(), b.signatures
     again = [(sig, n) for sig, n in after.most_common() if n > 1 and n > before[sig]]
-    new = [sig for sig in after if sig not in before]
+    # against a pin (a count, no signatures) only a new function's signatures are new
+    new = [sig for sig in after if sig not in before] if isinstance(a, Compiled) or not n_a else []
     if again:
         sig, n = again[0]
         out.update(change=RECOMPILED, detail=f"{sig or '?'} compiled {n} times in one process")
     elif not n_a:
         out["detail"] = "new function: " + ", ".join(s or "?" for s in new)
-    elif new and isinstance(a, Compiled):
+    elif new:
         out["detail"] = "new signature " + ", ".join(s or "?" for s in new)
     pick = (again[0][0] if again else new[0] if new else None)
     out["call_site"] = b.sites.get(pick) if pick in b.sites else None
