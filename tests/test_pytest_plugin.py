@@ -159,7 +159,7 @@ def test_every_compile_the_suites_listener_saw_is_a_row_of_its_test(suite):
     assert command.startswith("pytest --basetemp=") and command.endswith(f" -p no:cacheprovider --ledger --ledger-db={suite.db}")
     assert commit is None  # pytester's dir is no git checkout
     written = len(query(suite.db, "SELECT id FROM compile_records"))
-    assert f"ledger: {written} compiles recorded into {suite.db} ({written} none), session {run[:12]}" in result.stdout.str()
+    assert f"ledger: {written} compiles recorded into {suite.db} ({written} none), session {run}" in result.stdout.str()
     runs = run_cli("runs", "--db", suite.db)
     assert runs.exit_code == 0 and run in runs.output and "pytest --basetemp=" in runs.output
 

@@ -32,8 +32,7 @@ def _recorded(ing, display: str, run_id: str) -> str:
     if not ing.written:
         return f"ledger: no compile recorded: no test of this session compiled with JAX (session {run_id[:12]})"
     states = ", ".join(f"{n} {s}" for s, n in sorted(ing.states.items(), key=lambda x: str(x[0])))
-    return (f"ledger: {ing.written} compiles recorded into {display} ({states}), session {run_id[:12]};"
-            " `ledger diff` compares it with the session before, test by test")
+    return f"ledger: {ing.written} compiles recorded into {display} ({states}), session {run_id}"
 
 
 def _pin(plugin) -> str:
