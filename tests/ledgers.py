@@ -93,7 +93,7 @@ def _prunes(db, rnd: random.Random) -> None:
 
 
 def _test_pins(db, rnd: random.Random) -> None:
-    """A test's compile counts as `pytest --ledger-pin` keeps them (revision 0018), and a
+    """A test's compile counts as `pytest --ledger-pin` keeps them (revision 0017), and a
     test pinned compiling nothing."""
     from ledger.storage.models import test_pins
 

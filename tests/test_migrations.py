@@ -469,9 +469,9 @@ def test_dropping_recorded_columns_keeps_the_cache_cells_triggers(db, down_to):
     assert _triggers(db) == armed
 
 
-# -- 0018: a pytest session's test_id, test_phase and git_commit; test_pins ---------------
-def test_0018_downgrade_keeps_test_columns_and_test_pins_aside_and_back(any_db):
-    """`ledger db downgrade 0014` then `ledger db upgrade` gives back each row's test, phase
+# -- 0017: a pytest session's test_id, test_phase and git_commit; test_pins ---------------
+def test_0017_downgrade_keeps_test_columns_and_test_pins_aside_and_back(any_db):
+    """`ledger db downgrade 0016` then `ledger db upgrade` gives back each row's test, phase
     and commit and every test pin, through the real revision chain, on both backends."""
     from ledger.storage.models import test_pins
     from ledger.storage.open import open_ledger
@@ -497,18 +497,18 @@ def test_0018_downgrade_keeps_test_columns_and_test_pins_aside_and_back(any_db):
     before, pins_before = query(db, everything), query(db, "SELECT * FROM test_pins ORDER BY id")
     assert [r[1:3] for r in before] == [("t.py::test_a[x'\\n]", "call"), ("t.py::test_a[x'\\n]", "setup"),
                                         ("t.py", "collect"), (None, None), (None, None)]
-    down = run_cli("db", "downgrade", "0014", "--db", db)
-    assert (down.exit_code, down.output) == (0, "at revision 0014\n"), down.output
+    down = run_cli("db", "downgrade", "0016", "--db", db)
+    assert (down.exit_code, down.output) == (0, "at revision 0016\n"), down.output
     engine = create_engine(db.url if isinstance(db, PgDb) else f"sqlite:///{db}")
     assert not {"test_id", "test_phase", "git_commit"} & {c["name"] for c in inspect(engine).get_columns("compile_records")}
     assert not inspect(engine).has_table("test_pins")
     engine.dispose()
-    assert query(db, "SELECT count(*) FROM _ledger_stash_0018") == [(4,)]  # the rows with something to keep
+    assert query(db, "SELECT count(*) FROM _ledger_stash_0017") == [(4,)]  # the rows with something to keep
     up = run_cli("db", "upgrade", "--db", db)
     assert (up.exit_code, up.output) == (0, f"at revision {HEAD}\n"), up.output
     assert query(db, everything) == before
     assert query(db, "SELECT * FROM test_pins ORDER BY id") == pins_before
-    assert not {"_ledger_stash_0018", "_ledger_stash_0018_test_pins"} & _tables(db)
+    assert not {"_ledger_stash_0017", "_ledger_stash_0017_test_pins"} & _tables(db)
 
 
 def test_a_test_phase_outside_the_vocabulary_is_refused(db, tmp_path):

@@ -1,6 +1,6 @@
 """Test pins: the compile counts `pytest --ledger-check` holds each test's call to.
 
-One row of test_pins per test and function (revision 0018), taken from a session's rows
+One row of test_pins per test and function (revision 0017), taken from a session's rows
 by `pytest --ledger-pin`: the test's call only (its fixtures' compiles are theirs, and
 shared), and only from tests whose call passed. Like the warm-compile pins of
 ledger/watch/pins.py they are sticky: a test with pins keeps them until
