@@ -95,7 +95,7 @@ def recorded(tmp_path: Path, db, *command, env=None, record_args=(), **kw) -> su
                           check=False, capture_output=True, text=True, cwd=tmp_path, env=environ, timeout=240, **kw)
 
 
-# the run's line, then what the cache did where that matters (recorder/tally.py), and more
+# the run's line, then what the cache did where that matters (ledger/recorder/tally.py), and more
 SUMMARY = re.compile(r"^ledger record: (\d+) compiles recorded into (.+?) \(([^)]*)\), run ([0-9a-f]{12})(?:; .*)?$")
 
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from ledger.recorder import spool
 
-KEPT = ("function", "input_signature", "cache_state", "compile_s", "host_load_avg_1m", "test_id", "test_phase")
+KEPT = ("function", "input_signature", "cache_state", "compile_s", "host_load_avg_1m", "test_id", "test_phase",
+        "call_site")
 
 
 @dataclass
@@ -28,6 +29,7 @@ class Compile:
     host_load_avg_1m: float | None
     test_id: str | None
     test_phase: str | None
+    call_site: str | None = None  # what asked for it: the line --ledger-check names, as ledger diff does
 
 
 class TallyWriter(spool.SpoolWriter):

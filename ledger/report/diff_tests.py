@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
-from ledger.record import COMPILE_FIELDS, PHASE_CALL, PHASE_COLLECT
+from ledger.record import PHASE_CALL, PHASE_COLLECT
 from ledger.report.diff import FASTER, NAME, SLOWER, WENT_COLD, WENT_WARM, DiffUsageError, change_of
 from ledger.report.diff import line as function_line
 from ledger.rows import ok_sql, time_sql
@@ -32,7 +32,7 @@ CHANGES = (RECOMPILED, MORE, WENT_COLD, SLOWER, FEWER, WENT_WARM, FASTER)  # the
 FAILS = (RECOMPILED, MORE, WENT_COLD, SLOWER)
 SECONDS_CHANGES = (WENT_COLD, SLOWER, WENT_WARM, FASTER)
 # where a compile was called from, once the ledger keeps it (a column of its own)
-SITE = ("call_site",) if "call_site" in COMPILE_FIELDS else ()
+SITE = ("call_site",)
 
 
 @dataclass
@@ -73,7 +73,7 @@ def compiled_by_function(compiles) -> dict[str, Compiled]:
     plugin's tally: objects with function and input_signature)."""
     out: dict[str, Compiled] = {}
     for c in compiles:
-        out.setdefault(c.function or "?", Compiled()).add(c.input_signature, 0, site=getattr(c, "call_site", None))
+        out.setdefault(c.function or "?", Compiled()).add(c.input_signature, 0, site=c.call_site)
     return out
 
 
