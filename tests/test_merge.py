@@ -630,6 +630,7 @@ def _processes_node(path, tmp_path):
     return path
 
 
+@pytest.mark.slow  # about 0.2 s of CPU here: too near the fast tier's 0.3 s on a slower CI machine
 def test_recorded_processes_arrive_once_and_the_runs_time_reads_here_as_there(any_db, tmp_path):
     node = _processes_node(tmp_path / "node.db", tmp_path)
     for added, present in ((2, 0), (0, 2)):  # merged twice: nothing twice

@@ -451,6 +451,7 @@ def test_0012_stash_goes_with_base(db):
     assert _tables(db) == {"alembic_version"}
 
 
+@pytest.mark.slow  # about 0.2 s of CPU here: too near the fast tier's 0.3 s on a slower CI machine
 @pytest.mark.parametrize("down_to", ["0011", "0010"])
 def test_dropping_recorded_columns_keeps_the_cache_cells_triggers(db, down_to):
     """SQLite drops a column by rebuilding the table, and DROP TABLE takes its triggers:

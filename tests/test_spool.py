@@ -65,6 +65,7 @@ def test_a_spool_dir_of_the_users_own_is_left_as_it_was(tmp_path, monkeypatch):
     assert query(db, "SELECT count(*) FROM compile_records") == [(0,)]
 
 
+@pytest.mark.slow  # about 0.2 s of CPU here: too near the fast tier's 0.3 s on a slower CI machine
 def test_a_recorded_run_in_the_users_folder_leaves_the_folder_and_nothing_else(tmp_path):
     scratch = users_folder(tmp_path)
     before, db = tree(scratch), tmp_path / "ledger.db"

@@ -134,6 +134,7 @@ def _upward(graph: dict[str, set[str]]) -> list[str]:
                   for d in deps if (high := _layer(d)) is not None and high > low)
 
 
+@pytest.mark.slow  # it parses every module of the ledger: over the fast tier's 0.3 s
 def test_no_module_imports_from_a_layer_above_its_own():
     assert _upward(_import_graph()) == []
 

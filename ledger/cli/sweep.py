@@ -318,6 +318,9 @@ def resume_cmd(
                             sbatch_args=sbatch_arg)
     if given and sweep.mode != "slurm":
         raise LedgerError(f"sweep {sweep.sweep_id} runs here: --{next(iter(given)).replace('_', '-')} is for SLURM sweeps")
+    options = {**sweep.slurm, **given}
+    if sweep.mode == "slurm":
+        slurm.script(sweep, options)  # a bad option (given, or hand-edited in sweep.json) is refused before SLURM is asked
     again = [s.index for s in task_states(sweep, db) if s.state in (FAILED, MISSING)]
     if not again:
         typer.echo(f"sweep {sweep.sweep_id}: nothing to resume")
@@ -330,7 +333,6 @@ def resume_cmd(
     target, where, env = _tasks_ledger(db)
     if sweep.db["kind"] == FROM_ENV and where["kind"] != FROM_ENV:
         raise LedgerError(f"sweep {sweep.sweep_id}'s tasks write to a server ledger: give it with --db or LEDGER_DB")
-    options = {**sweep.slurm, **given}
     text = slurm.script(sweep, options, again)
     sweep.slurm = options
     job = _sbatch(sweep, text, options, again, env)

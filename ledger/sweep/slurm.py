@@ -177,13 +177,19 @@ def sbatch(script_path: Path, env: dict | None = None) -> str:
     return done.stdout.strip().split(";")[0]
 
 
+SQUEUE_TIMEOUT_S = 60
+
+
 def queue(job_ids: list[str]) -> dict[tuple[str, int], tuple[str, str]]:
     """{(job id, task index): (queued | running, squeue's reason)} for the array tasks
     still in the queue; empty where there is no squeue (a finished task leaves it)."""
     if not job_ids or shutil.which("squeue") is None:
         return {}
-    done = subprocess.run(["squeue", "-h", "-r", "-j", ",".join(job_ids), "-o", "%i|%T|%r"],
-                          check=False, capture_output=True, text=True)
+    try:  # squeue retries a controller that is down for as long as it likes: not ours to wait out
+        done = subprocess.run(["squeue", "-h", "-r", "-j", ",".join(job_ids), "-o", "%i|%T|%r"],
+                              check=False, capture_output=True, text=True, timeout=SQUEUE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise LedgerError(f"squeue did not answer in {SQUEUE_TIMEOUT_S} s: is SLURM's controller up?") from None
     out = {}
     for line in done.stdout.splitlines():
         ident, state, reason = (line.split("|", 2) + ["", ""])[:3]
