@@ -8,13 +8,15 @@ and a recorded function of two variants (two programs of one name and signature)
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from ledger import command
 from ledger.record import COLD, NONE
+from ledger.watch.grouped import _key
 
 from .conftest import examples, query, write_json
 
@@ -77,10 +79,25 @@ def _newest_cold_after_warm(db) -> set[int]:
     return {c["newest"] for c in cells.values() if c["state"] == COLD and c["warm_before"]}
 
 
+def _at(run: int, model: str, warm: bool, variant=None, cache_dir="/c1", jax="0.10.2") -> dict:
+    return {"jax_version": jax, "model_type": model, "variant": variant, "cache_dir": cache_dir, "warm": warm,
+            "cache_key_components": COMPONENTS[0], "program_fingerprint": "p1", "cache_files_before": 3,
+            "run": run, "tick": 1}
+
+
+# what generation seldom reaches: a went-cold cell, three cells of one program never reused,
+# two programs of one recorded name, and a jax bump, in one ledger
+SEVERAL = [_at(0, "a", True), _at(1, "a", False),
+           *[_at(r, m, False, cache_dir="/c2") for r in (0, 1, 2) for m in ("a", "b")],
+           _at(1, "b", False, variant=0), _at(2, "b", False, variant=0), _at(2, "b", True, variant=1),
+           _at(3, "a", False, jax="0.4.30"), _at(3, "b", False, jax="0.4.30")]
+
+
 @pytest.mark.slow
 @settings(max_examples=examples(40), phases=(Phase.explicit, Phase.generate),
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(rows=st.lists(row, min_size=1, max_size=14))
+@example(rows=SEVERAL)
 def test_check_and_explain_agree_on_every_cell(tmp_path_factory, rows):
     path = tmp_path_factory.mktemp("agree")
     db = path / "ledger.db"
@@ -91,3 +108,31 @@ def test_check_and_explain_agree_on_every_cell(tmp_path_factory, rows):
         assert mine == {k: f[k] for k in ("verdict", "row_id", "cause", "fails", "facts")}, (f, mine)
     went_cold = {f["row_id"] for f in findings if f["verdict"] == "went-cold"}
     assert _newest_cold_after_warm(db) <= went_cold
+
+
+@pytest.mark.slow
+@settings(max_examples=examples(40), phases=(Phase.explicit, Phase.generate),
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(rows=st.lists(row, min_size=1, max_size=14))
+@example(rows=SEVERAL)
+def test_the_grouped_lines_hold_every_finding_once(tmp_path_factory, rows):
+    """check's lines (--json's groups) hold every finding of the ungrouped list exactly
+    once, and a group's findings share their kind, root cause and program."""
+    path = tmp_path_factory.mktemp("grouped")
+    db = path / "ledger.db"
+    command.import_json([write_json(path / "rows.json", _records(rows))], db)
+    said = json.loads(command.check(db).as_json())
+    groups = said["groups"]
+    # not grouped: ok, and the loaded hosts' inconclusive rows (one line of their own)
+    findings = [f for f in said["findings"] if f["verdict"] not in ("ok", "inconclusive")]
+    assert Counter(r for g in groups for r in g["rows"]) == Counter(f["row_id"] for f in findings)
+    assert sum(g["findings"] for g in groups) == len(findings)
+    by_row: dict = {}
+    for f in findings:
+        by_row.setdefault(f["row_id"], []).append(f)
+    for g in groups:
+        keys = {_key(by_row[r][0]) for r in g["rows"] if len(by_row[r]) == 1}  # a row of one finding
+        assert len(keys) <= 1 and "\n" not in g["line"], g
+    if rows is SEVERAL:  # the example holds what it is for: several kinds, and a group of cells
+        assert {"went-cold", "cache-not-reused", "jax-changed"} <= {f["verdict"] for f in findings}, findings
+        assert any(g["cells"] > 1 for g in groups), groups
