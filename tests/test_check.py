@@ -107,7 +107,7 @@ def test_json_for_ci(db, tmp_path):
     assert result.exit_code == 1
     assert doc["counts"] == {"ok": 0, "regression": 1, "inconclusive": 0, "went-cold": 0, "cache-off": 0,
                              "cache-not-reused": 0, "jax-changed": 0, "cache-not-written": 0, "evicted": 0,
-                             "below-threshold": 0}
+                             "below-threshold": 0, "recompiled": 0}
     assert (doc["check_run_id"], doc["exit_code"], doc["tolerance"]) == (1, 1, 1.5)
     (finding,) = doc["findings"]
     assert {k: finding[k] for k in ("verdict", "row_id", "ratio", "hostname", "transform", "mixed_precision")} == {

@@ -108,8 +108,8 @@ def test_diff_names_each_change_kind_and_fails_on_slower(two_runs):
     vmap = next(f for f in out["functions"] if f["transform"] == "vmap")
     assert vmap == {"transform": "vmap", "function": None, "input_signature": None, "variant": None, "change": "same",
                     "note": None, "cause": None,
-                    "a": {"cache_state": "warm", "compile_s": 0.5, "row_id": 4, "saved_s": None},
-                    "b": {"cache_state": "warm", "compile_s": 0.52, "row_id": 9, "saved_s": None}}
+                    "a": {"cache_state": "warm", "compile_s": 0.5, "row_id": 4, "saved_s": None, "times": 1},
+                    "b": {"cache_state": "warm", "compile_s": 0.52, "row_id": 9, "saved_s": None, "times": 1}}
     jit = next(f for f in out["functions"] if f["transform"] == "jit")  # jit's median cold (2.0) less 0.1
     assert jit["b"]["saved_s"] == pytest.approx(1.9) and jit["a"]["saved_s"] is None  # a's is the cold row
     assert out["saved"]["b"] == {"seconds": 1.9, "known": 1, "from_jax": 0, "unknown": 3, "loaded": 0, "loaded_s": 0.0}

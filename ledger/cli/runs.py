@@ -105,7 +105,7 @@ def diff_cmd(
     times, or recompiles one, or whose compiles went cold or slower (exit 1 too)."""
     from ledger import command
     from ledger.output import shown
-    from ledger.report.diff import SAME, line
+    from ledger.report.diff import line, listed
 
     result = command.diff(db, run_a, run_b, by_test=False if by_function else None)
     if not hasattr(result, "functions"):
@@ -115,7 +115,7 @@ def diff_cmd(
         typer.echo(jsonlib.dumps(result.as_json(), indent=1))
     else:
         for f in result.functions:
-            if show_all or f["change"] != SAME:
+            if show_all or listed(f):
                 typer.echo(shown(line(f)))
         counts = ", ".join(f"{n} {c}" for c, n in result.counts().items() if n)
         typer.echo(f"run {result.a} -> run {result.b}: {len(result.functions)} functions: {counts};"

@@ -12,6 +12,8 @@ more than MIN_DIFF seconds apart; what the raw numbers call slower but noise exp
 one judgement for every command). A run is named by its id or the start of it (the 12
 characters `ledger record` prints).
 What the cache saved each run, and each function's warm compile, is ledger/savings.py's.
+A function one process of a run compiled more than once says so on its line (check's
+recompiled, ledger/watch/recompiled.py), with its count.
 """
 
 from __future__ import annotations
@@ -88,19 +90,24 @@ def resolve_run(conn, given: str) -> str:
 # What a function's first compile in a run is read as: its name, state, seconds, and what
 # says whether its host was loaded and which comparability key its history is.
 _READ = ("id", *NAME, "cache_state", "compile_s", "timestamp", "host_load_avg_1m", "host_cpu_count",
-         "host_cpu_affinity")
+         "host_cpu_affinity", "pid")
 
 
 def _first_compiles(conn, run_id: str) -> dict[tuple, dict]:
     sql = (f"SELECT {', '.join(_READ)}, {loaded_sql()} AS loaded FROM compile_records"
            f" WHERE run_id = :run AND {ok_sql()} ORDER BY {time_sql()}, id")
     out: dict[tuple, dict] = {}
+    per_process: dict[tuple, int] = {}  # (function less its variant, pid): compiles (recompiled.py's key)
     for r in conn.execute(sa.text(sql), {"run": run_id}).mappings():
         key = tuple(r[k] for k in NAME)
         if key not in out:
             out[key] = {**r, "loaded": bool(r["loaded"])}
+        if r["function"] is not None and r["pid"] is not None:
+            per_process[key[:-1], r["pid"]] = per_process.get((key[:-1], r["pid"]), 0) + 1
     if not out:
         raise DiffUsageError(f"no run {run_id!r} in this ledger (`ledger runs` lists them)")
+    for key, r in out.items():  # the most compiles of the function by one process of the run
+        r["times"] = max((n for (name, _), n in per_process.items() if name == key[:-1]), default=1)
     return out
 
 
@@ -173,7 +180,7 @@ def _shown(r: dict | None, saved: dict[int, savings.Saved]) -> dict | None:
         return None
     s = saved.get(r["id"])
     return {"cache_state": r["cache_state"], "compile_s": r["compile_s"], "row_id": r["id"],
-            "saved_s": None if s is None else s.value}
+            "saved_s": None if s is None else s.value, "times": r["times"]}
 
 
 def _saved(engine, runs: tuple[str, str]) -> tuple[dict, dict]:
@@ -237,4 +244,20 @@ def line(f: dict) -> str:
              else s["cache_state"]) for s in (f["a"], f["b"])]
     change = f"{f['change']} ({f['note']})" if f.get("note") else f["change"]
     text = f"{change:<9} {name}: {side[0]} -> {side[1]}"
-    return text + (f": {f['cause']}" if f["cause"] else "")
+    return text + (f": {f['cause']}" if f["cause"] else "") + _recompiled(f["a"], f["b"])
+
+
+def listed(f: dict) -> bool:
+    """Whether diff lists a function without --all: it changed, or run b recompiled it."""
+    return f["change"] != SAME or (f["b"] or {}).get("times", 1) > 1
+
+
+def _recompiled(a: dict | None, b: dict | None) -> str:
+    """A function one process of run b compiled more than once (check's recompiled), and
+    how often in run a, where that differs."""
+    times = (b or {}).get("times", 1)
+    if times < 2:
+        return ""
+    before = (a or {}).get("times")
+    was = f" (run a: {before})" if before is not None and before != times else ""
+    return f"; recompiled: {times} compiles in one process{was}"

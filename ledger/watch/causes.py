@@ -58,6 +58,7 @@ C_NOT_SHARED = "dir-not-shared"  # a process above 0 compiles cold what process 
 C_OTHER_KEYS = "keys-differ"  # ... what process 0 compiled under other keys
 C_RUN_UNDER_THRESHOLD = "run-under-threshold"  # a run's compiles under JAX's min compile time
 C_CHURN = "churn"  # an entry evicted and compiled cold again, more than once
+C_RECOMPILED = "recompiled"  # one function and signature compiled again by the same process
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,8 @@ class Cause:
             return (self.code, f["old"], f["new"])
         if self.code in (C_EVICTED, C_CHURN):
             return (self.code, f["limit"])
+        if self.code == C_RECOMPILED:  # the same key each time, or keys that differ: two fixes
+            return (self.code, f["keys"] > 1)
         if self.code == C_RUN_UNDER_THRESHOLD:  # one root with the cells it never wrote
             return (C_THRESHOLD, MIN_COMPILE_TIME, f["limits"][0] if len(f["limits"]) == 1 else None)
         return (self.code,)
@@ -365,6 +368,20 @@ def _run_under_threshold_words(f: dict) -> str:
             " a run")
 
 
+_SAME_KEY_AGAIN = ("the same cache key each time: JAX's in-memory cache missed the same program (a new jax.jit"
+                   " wrapper made per call, or a jitted function defined inside a loop: make it once)")
+_KEYS_DIFFER = ("the cache keys differ: another program each time (a static argument or a closed-over value"
+                " that changes between calls)")
+
+
+def _recompiled_words(f: dict) -> str:
+    sig = f"({f['signature']})" if f.get("signature") else ""
+    site = f" at {f['call_site']}" if f.get("call_site") else ""
+    warm = f", {f['warm']} of them warm" if f.get("warm") else ""
+    return (f"{f['function']}{sig} compiled {f['n']} times by process {f['pid']}{site} ({_s(f['seconds'])} s,"
+            f" {_s(f['again_s'])} s after the first{warm}): {_KEYS_DIFFER if f['keys'] > 1 else _SAME_KEY_AGAIN}")
+
+
 def _still_cold_words(f: dict) -> str:
     return (f"{Cause.from_json(f['inner']).words()} (still cold after {f['runs']} runs under jax {f['jax']};"
             f" last warm row {f['warm_row']} under jax {f['old_jax']})")
@@ -400,6 +417,7 @@ WORDS = {
                              + f", so no process writes process {f['index']}'s: it compiles them cold on every run,"
                              " shared dir or not"),
     C_RUN_UNDER_THRESHOLD: _run_under_threshold_words,
+    C_RECOMPILED: _recompiled_words,
     C_CHURN: lambda f: (f"entry {f['key']} in {f['dir']} on {f['host']} was evicted and compiled cold again"
                         f" {f['times']} times (warm, then cold with the same key; last warm row {f['warm_row']}) under"
                         f" {MAX_SIZE}={f['limit']} bytes: raise the limit, or remove dead weight (`ledger cache prune`)"),
@@ -462,4 +480,6 @@ ROOT_WORDS = {
                       " expected"),
     C_OFF: lambda c: "no cache dir any more: these cells were warm under one before",
     C_CHURN: lambda c: f"entries evicted and compiled cold again under {MAX_SIZE}={c.facts['limit']} bytes",
+    C_RECOMPILED: lambda c: ("compiled more than once by one process, "
+                             + (_KEYS_DIFFER if c.facts["keys"] > 1 else _SAME_KEY_AGAIN)),
 }

@@ -12,6 +12,8 @@
   objective) whose compiles JAX did not write because they took less than
   jax_persistent_cache_min_compile_time_secs cost more than `below_s` seconds in all:
   each is paid again on every run. Names the setting and what it would save; does not fail.
+- recompiled: in the newest run of a program, one process compiled a function at one
+  input signature more than once (ledger/watch/recompiled.py); does not fail.
 - evicted: an entry (host, cache dir, key) warm and then cold again with its key
   unchanged, more than once, while jax_compilation_cache_max_size was in force (JAX's LRU
   eviction), with no `ledger cache prune` of it in between: churn. Fails.
@@ -45,6 +47,8 @@ from ledger.watch.causes import (
 )
 from ledger.watch.judge import Finding, program_of
 from ledger.watch.kinds import BELOW_THRESHOLD, CACHE_NOT_WRITTEN, EVICTED, HEALTH_KINDS
+from ledger.watch.recompiled import COLUMNS as RECOMPILED_COLUMNS
+from ledger.watch.recompiled import recompiled
 
 BELOW_THRESHOLD_S = 5.0  # seconds a run: what check --below-threshold-s defaults to
 PROGRAM_SQL = "COALESCE(r.command, r.objective)"  # what ran: the recorded command, or the probe's objective
@@ -52,6 +56,7 @@ _COLUMNS = ("id", "run_id", "function", "input_signature", "transform", "cache_k
             "cache_files_before", "program_fingerprint", "command", "objective", "hostname", "process_index", "cache_state", "cache_dir",
             "cache_key", "compile_s", "cache_not_persisted", "cache_min_compile_time_s", "jax_cache_settings",
             "timestamp")
+_COLUMNS = tuple(dict.fromkeys((*_COLUMNS, *RECOMPILED_COLUMNS)))
 
 
 @dataclass
@@ -74,7 +79,7 @@ def health_findings(conn, filters: dict | None, below_s: float, kept: Kept | Non
     unwritten = {r["cache_key"] for rows in by_run.values() for r in _unwritten(rows)}
     by_key = _rows_by(conn, "cache_key", unwritten, where, params)
     for rows in by_run.values():
-        found += _not_written(rows, by_key) + _below_threshold(rows, below_s)
+        found += _not_written(rows, by_key) + _below_threshold(rows, below_s) + recompiled(rows)
     pruned = _prunes(conn, keys)
     for rows in _rows_by(conn, "cache_key", keys, where, params).values():
         found += _evicted(rows, pruned)

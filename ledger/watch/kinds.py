@@ -20,8 +20,9 @@ OK, REGRESSION, INCONCLUSIVE = "ok", "regression", "inconclusive"
 WENT_COLD, CACHE_OFF, CACHE_NOT_REUSED, JAX_CHANGED = "went-cold", "cache-off", "cache-not-reused", "jax-changed"
 # the cache's health (ledger/watch/health.py)
 CACHE_NOT_WRITTEN, BELOW_THRESHOLD, EVICTED = "cache-not-written", "below-threshold", "evicted"
+RECOMPILED = "recompiled"  # one process compiled a function at one signature again (recompiled.py)
 PINNED_KINDS = (OK, REGRESSION, INCONCLUSIVE)  # a warm row against its pin (check.py's SQL)
-HEALTH_KINDS = (CACHE_NOT_WRITTEN, BELOW_THRESHOLD, EVICTED)  # about a run or an entry (health.py)
+HEALTH_KINDS = (CACHE_NOT_WRITTEN, BELOW_THRESHOLD, EVICTED, RECOMPILED)  # about a run or an entry (health.py)
 # every other kind is a cell's, found by a cache pass (judge.PASSES)
 
 
@@ -107,6 +108,7 @@ KINDS: dict[str, Kind] = {k.name: k for k in (
     Kind(CACHE_NOT_WRITTEN, 5, True, True, False, _said),
     Kind(EVICTED, 5, True, True, False, _said),
     Kind(BELOW_THRESHOLD, 2, False, False, False, _said),
+    Kind(RECOMPILED, 2, False, False, False, _said),
 )}
 
 
