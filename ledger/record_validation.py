@@ -346,15 +346,15 @@ def instrument_row(rec: dict, *, default_hardware: str | None = None) -> dict:
     if stamp is not None:
         _check_measures({"timestamp": _check("timestamp", stamp, str)})
     row = {name: (None if rec.get(name) is None else str(rec.get(name))) for name in INSTRUMENT_COLUMNS}
+    if row["hardware"] is None:  # the folder's (an import) or the source row's column (a merge): checked too
+        row["hardware"] = default_hardware
     for name, value in row.items():
-        if value is None:
+        if not isinstance(value, str):  # None, or a source column's number (stored as it was)
             continue
         if name in LINE_FIELDS:
             check_text_value(name, value)
         elif not text_ok(value):
             raise RecordError(f"{name} is not storable text (a NUL character or invalid UTF-8)")
-    if row["hardware"] is None:
-        row["hardware"] = default_hardware
     try:
         row["record_key"] = instrument_key(rec, default_hardware)
         row["record_json"] = json.dumps(rec, allow_nan=False)

@@ -20,7 +20,7 @@ import sqlite3
 import uuid
 
 import pytest
-from hypothesis import event, given, reject, settings
+from hypothesis import event, example, given, reject, settings
 from hypothesis import strategies as st
 
 from ledger.record import COMPILE_FIELDS, INSTRUMENT_COLUMNS
@@ -252,6 +252,9 @@ def _all_valid(db) -> None:
 @pytest.mark.slow
 @given(where=st.sampled_from(COLUMNS), value=values)
 @settings(**SETTINGS, max_examples=examples(EXAMPLES))
+# CI's finds: a sibling row's own hardware column, not in its record_json, of invalid UTF-8 or a NUL
+@example(where=("instrument_records", "hardware"), value=("text", b"\x80"))
+@example(where=("instrument_records", "hardware"), value=("text", b"a\x00b"))
 def test_any_value_in_a_source_row_is_merged_valid_or_refused_in_one_line(any_db, node, tmp_path, where, value):
     table, column = where
     if str(any_db) not in _READY:  # once per destination: hypothesis runs many examples in one call
