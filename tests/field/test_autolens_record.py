@@ -181,7 +181,8 @@ def _hashes(root: Path) -> dict[str, str]:
 def _cache_dir_read_pruned_dry_and_checked(tmp_path: Path, cache: Path, cold: dict, warm: dict,
                                            warm_rows: list[dict]) -> None:
     db = tmp_path / "ledger.db"
-    written = sum(c["written"] for c in cold["compiles"])
+    # what either run wrote: a compile near the 1 s threshold may cross it in run 2 on a busy host
+    written = sum(c["written"] for c in cold["compiles"] + warm["compiles"])
 
     # the inventory: one entry per write, each one's JAX seconds read (a written compile took
     # over the 1 s threshold: JAX keeps int(seconds) >= 1), run 2's hits on them
@@ -215,9 +216,10 @@ def _cache_dir_read_pruned_dry_and_checked(tmp_path: Path, cache: Path, cold: di
     checked = _run_ledger("check", "--below-threshold-s", "0", "--db", db)
     found = [line for line in checked.stdout.splitlines() if line.startswith("below-threshold ")]
     assert found and all("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0" in line for line in found), checked.stdout
-    said = f": {len(quick)} compiles under jax_persistent_cache_min_compile_time_secs (1 s) took "
-    run = f" in run {warm_rows[0]['run_id'][:12]} "
-    assert any(said in line and run in line for line in found), (said, run, found)
+    # one line for the root cause: the program's cells never written, and its newest run's count
+    said = (f" (run {warm_rows[0]['run_id'][:12]}: {len(quick)} compiles): never written: every compile was under"
+            " jax_persistent_cache_min_compile_time_secs = 1 s; ")
+    assert len(found) == 1 and said in found[0] and "autolens_fit.py oracle.json`" in found[0], (said, found)
 
 
 def _what_the_ledger_says(tmp_path: Path, warm: dict, warm_rows: list[dict]) -> None:
@@ -228,10 +230,13 @@ def _what_the_ledger_says(tmp_path: Path, warm: dict, warm_rows: list[dict]) -> 
     threshold = "jax_persistent_cache_min_compile_time_secs"
     quick = [r for r in warm_rows if r["cache_state"] == "cold" and r["cache_not_persisted"] == "min_compile_time"]
 
-    # record, run 2: none of its cold compiles was written, all under the threshold
+    # record, run 2: what of its cold compiles the cache kept: nothing, all under the threshold
+    # (unless one crossed it on a busy host, said as such)
+    cold2 = [r for r in warm_rows if r["cache_state"] == "cold"]
+    kept = sum(r["cache_not_persisted"] is None for r in cold2)
     closing = [line for line in warm["ledger_lines"] if "cold compiles were written to the cache" in line]
-    assert closing and f"0 of {len(quick)} cold compiles were written to the cache (all {len(quick)} under " \
-        f"{threshold} = 1 s;" in closing[-1], warm["ledger_lines"]
+    assert closing and f"{kept} of {len(cold2)} cold compiles were written to the cache ({'all ' * (kept == 0)}" \
+        f"{len(quick)} under {threshold} = 1 s;" in closing[-1], warm["ledger_lines"]
 
     # check: a few lines, the threshold the root cause of the program's cells, in one line
     checked = _run_ledger("check", "--db", db)
