@@ -36,6 +36,7 @@ from ledger.report import lines as rl
 from ledger.report import runs as rr
 from ledger.report import text
 from ledger.report.lines import Line
+from ledger.report.recorded import run_cells
 from ledger.rows import fold_signature
 
 WARM_COLOR, COLD_COLOR, PIN_COLOR, MARK_COLOR = "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"
@@ -326,20 +327,7 @@ def _site(site: str | None) -> str:
 
 
 def _run_cells(p) -> tuple[str, str, str]:
-    """A program's newest run: its time, the share of it compiling, and what the cache removed."""
-    run = p.run
-    if run is None:
-        return "-", "-", "-"
-    t = run.time
-    if t is None:
-        time_ = "not recorded"
-    else:
-        time_ = f"{t.wall_s:.1f} s" + ("" if t.processes == 1 else f" ({t.processes} processes)")
-        time_ += "" if t.exact else (" (at least)" if "last seen" in t.ended_by else " (a process killed?)")
-    share = "-" if run.share is None else f"{100 * run.share:.0f}%"
-    compiling = (f"{share} compiling: {run.trace_s:.1f} s tracing and lowering, {run.compile_s:.1f} s XLA")
-    removed = savings.words(run.saved, _s)
-    return time_, compiling, removed
+    return run_cells(p, _s) or ("-", "-", "-")
 
 
 def _costliest(fns: list) -> list:

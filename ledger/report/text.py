@@ -120,7 +120,8 @@ def time_saved(days: list) -> list[str]:
     return [*out, ""]
 
 
-PROGRAM_COLUMNS = ("function", "compiles", "signatures", "compile s", "share", "warm", "cache removed s")
+PROGRAM_COLUMNS = ("function", "compiles", "signatures", "compile s", "share", "warm", "cache removed s", "call site")
+_ALIGN = "|---|---:|---:|---:|---:|---:|---:|---|"
 TOP = 10  # the program's own functions shown in its table; the rest are counted in one line
 
 
@@ -132,23 +133,31 @@ def _removed(value: float | None, unknown: int = 0) -> str:
 
 def _function_row(f, total: float) -> str:
     share = f"{100 * f.compile_s / total:.0f}%" if total > 0 else "-"
+    site = md(f.call_site) if f.call_site else "-"
     return (f"| {md(f.function)} | {f.compiles} | {len(f.signatures)} | {significant(f.compile_s)}"
-            f" | {share} | {f.warm} | {_removed(f.removed)} |")
+            f" | {share} | {f.warm} | {_removed(f.removed)} | {site} |")
 
 
 def recorded_program(p) -> list[str]:
     """Where one recorded program's compile time went in its newest run: a summary line,
     its own functions (the costliest TOP), JAX's eager primitives folded into one line."""
+    from ledger.report.recorded import run_cells
+
     total = p.compile_s
     removed = None if p.warm and p.unknown == p.warm else p.removed_s
-    out = [f"### recorded: `{md(p.command)}`", "",
-           (f"Run {p.run_id[:12]} on {md(show(p.hostname))}, {when(p.timestamp)}: {p.compiles} compiles"
-            f" ({p.compiles - p.warm} cold or uncached, {p.warm} warm), {significant(total)} s of compiles; "
-            + ("what the cache removed is unknown (no cold compile of these functions to compare with)."
-               if removed is None else f"the cache removed {_removed(removed, p.unknown)} s"
-               " (each warm compile against its cell's cold one).")), "",
-           "| " + " | ".join(PROGRAM_COLUMNS) + " |",
-           "|---|---:|---:|---:|---:|---:|---:|"]
+    head = (f"Run {p.run_id[:12]} on {md(show(p.hostname))}, {when(p.timestamp)}: {p.compiles} compiles"
+            f" ({p.compiles - p.warm} cold or uncached, {p.warm} warm)")
+    cells = run_cells(p, significant)
+    if cells is not None and cells[0] != "not recorded":  # the run's time, as the HTML's first screen says it
+        time_, compiling, saved = cells
+        summary = f"{head}; {time_}, {compiling}; the cache removed {saved}."
+    else:
+        summary = (f"{head}, {significant(total)} s of compiles; "
+                   + ("what the cache removed is unknown (no cold compile of these functions to compare with)."
+                      if removed is None else f"the cache removed {_removed(removed, p.unknown)} s"
+                      " (each warm compile against its cell's cold one)."))
+    out = [f"### recorded: `{md(p.command)}`", "", summary, "",
+           "| " + " | ".join(PROGRAM_COLUMNS) + " |", _ALIGN]
     # the program's own functions, or where it has none (every compile an eager primitive: a
     # fit that is not jitted) the costliest primitives: the table is never an empty header
     shown, folded = (p.own, p.eager) if p.own else (p.eager, [])
@@ -156,10 +165,10 @@ def recorded_program(p) -> list[str]:
     if len(shown) > TOP:
         rest = shown[TOP:]
         out.append(f"| {len(rest)} more functions | {sum(f.compiles for f in rest)} | |"
-                   f" {significant(sum(f.compile_s for f in rest))} | | | |")
+                   f" {significant(sum(f.compile_s for f in rest))} | | | | |")
     if folded:
         n, seconds = sum(f.compiles for f in folded), sum(f.compile_s for f in folded)
         out += ["", f"<details><summary>{n} eager primitive compiles, {significant(seconds)} s in all</summary>", "",
-                "| " + " | ".join(PROGRAM_COLUMNS) + " |", "|---|---:|---:|---:|---:|---:|---:|",
+                "| " + " | ".join(PROGRAM_COLUMNS) + " |", _ALIGN,
                 *(_function_row(f, total) for f in folded), "", "</details>"]
     return [*out, ""]
