@@ -180,3 +180,35 @@ def test_the_test_import_scan_finds_one(tmp_path):
     path.write_text("from .helpers import rec\nfrom .test_pins import add\n\n\ndef f():\n"
                     "    from . import test_sweep\n    import tests.test_report\n    from tests import ledgers\n")
     assert _test_modules_imported(path) == ["test_pins", "test_sweep", "tests.test_report"]
+
+
+# -- a finding's facts are stored, never read back from its words (issue 33) ---------------
+# The daily check once recovered what the previous check found by running regexes over its
+# own messages; the facts are now verdicts.facts. What judges or reports findings
+# (ledger/watch/, and the report's sections made from them) reads no text with a regex.
+
+REPORTS_OF_FINDINGS = ("todo.py", "health.py", "diff.py", "diff_tests.py")
+JUDGING = sorted([*(REPO / "ledger" / "watch").glob("*.py"),
+                  *(REPO / "ledger" / "report" / name for name in REPORTS_OF_FINDINGS)])
+
+
+def _regex_uses(path: Path, root: Path = REPO) -> list[str]:
+    """`import re` / `from re import ...` in a module, imports inside functions counted."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module] if isinstance(node, ast.ImportFrom) else []
+        if "re" in names:
+            found.append(f"{path.relative_to(root)}:{node.lineno}")
+    return found
+
+
+def test_no_finding_is_read_back_from_its_words():
+    assert len(JUDGING) > 10
+    assert [u for p in JUDGING for u in _regex_uses(p)] == []
+
+
+def test_the_words_scan_finds_a_regex(tmp_path):
+    module = tmp_path / "judge.py"
+    module.write_text("def f(line):\n    from re import search\n    import re\n    return search('row', line)\n")
+    assert _regex_uses(module, tmp_path) == ["judge.py:2", "judge.py:3"]
