@@ -93,16 +93,26 @@ SEVERAL = [_at(0, "a", True), _at(1, "a", False),
            _at(3, "a", False, jax="0.4.30"), _at(3, "b", False, jax="0.4.30")]
 
 
-@pytest.mark.slow
-@settings(max_examples=examples(40), phases=(Phase.explicit, Phase.generate),
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(rows=st.lists(row, min_size=1, max_size=14))
-@example(rows=SEVERAL)
-def test_check_and_explain_agree_on_every_cell(tmp_path_factory, rows):
-    path = tmp_path_factory.mktemp("agree")
+def ledgers(test):
+    """A property over generated ledgers (and SEVERAL), as each test below takes them."""
+    return pytest.mark.slow(settings(max_examples=examples(40), phases=(Phase.explicit, Phase.generate),
+                                     suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                            HealthCheck.too_slow])(
+        given(rows=st.lists(row, min_size=1, max_size=14))(example(rows=SEVERAL)(test))))
+
+
+def _checked(tmp_path_factory, rows) -> tuple:
+    """A ledger of `rows` and check's --json of it."""
+    path = tmp_path_factory.mktemp("ledger")
     db = path / "ledger.db"
     command.import_json([write_json(path / "rows.json", _records(rows))], db)
-    findings = json.loads(command.check(db).as_json())["findings"]
+    return db, json.loads(command.check(db).as_json())
+
+
+@ledgers
+def test_check_and_explain_agree_on_every_cell(tmp_path_factory, rows):
+    db, said = _checked(tmp_path_factory, rows)
+    findings = said["findings"]
     for f in findings:
         mine = _explained(db, f["row_id"])
         assert mine == {k: f[k] for k in ("verdict", "row_id", "cause", "fails", "facts")}, (f, mine)
@@ -110,18 +120,11 @@ def test_check_and_explain_agree_on_every_cell(tmp_path_factory, rows):
     assert _newest_cold_after_warm(db) <= went_cold
 
 
-@pytest.mark.slow
-@settings(max_examples=examples(40), phases=(Phase.explicit, Phase.generate),
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(rows=st.lists(row, min_size=1, max_size=14))
-@example(rows=SEVERAL)
+@ledgers
 def test_the_grouped_lines_hold_every_finding_once(tmp_path_factory, rows):
     """check's lines (--json's groups) hold every finding of the ungrouped list exactly
     once, and a group's findings share their kind, root cause and program."""
-    path = tmp_path_factory.mktemp("grouped")
-    db = path / "ledger.db"
-    command.import_json([write_json(path / "rows.json", _records(rows))], db)
-    said = json.loads(command.check(db).as_json())
+    _db, said = _checked(tmp_path_factory, rows)
     groups = said["groups"]
     # not grouped: ok, and the loaded hosts' inconclusive rows (one line of their own)
     findings = [f for f in said["findings"] if f["verdict"] not in ("ok", "inconclusive")]
