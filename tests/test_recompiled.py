@@ -41,7 +41,8 @@ def test_one_function_compiled_three_times_is_recompiled_with_its_count_seconds_
     assert len(found) == 1, found
     cause = found[0]["facts"]["cause"]
     assert (cause["function"], cause["n"], cause["keys"], cause["signature"]) == ("jit_step", 3, 1, "f32[3] -> f32[]")
-    assert cause["call_site"] == "again.py:7 <module>" and cause["seconds"] > cause["again_s"] > 0
+    assert cause["call_sites"] == ["again.py:7 <module>"] and cause["seconds"] > cause["again_s"] > 0
+    assert cause["eager"] is False
     assert found[0]["fails"] is False and found[0]["facts"]["program"].endswith("again.py")
 
 
@@ -65,3 +66,24 @@ def test_diff_says_a_function_one_process_compiled_again_with_its_counts(tmp_pat
     doc = json.loads(run_cli("diff", "--json", "--db", db).output)
     (f,) = [f for f in doc["functions"] if f["function"] == "jit_step"]
     assert (f["a"]["times"], f["b"]["times"]) == (1, 3)
+
+
+WEAK = '''
+import jax.numpy as jnp
+x = jnp.ones(3)
+a = x * 2.0               # a Python scalar: weakly typed
+b = x * jnp.float32(2.0)  # an array: the same signature, another program
+'''
+
+
+@pytest.mark.jax
+def test_an_op_outside_jit_under_two_keys_at_one_signature_is_said_as_such(tmp_path):
+    db = tmp_path / "ledger.db"
+    out = recorded(tmp_path, db, PY, program(tmp_path, WEAK, "weak.py"))
+    assert out.returncode == 0, out.stderr
+    (line,) = [ln for ln in run_cli("check", "--db", db).output.splitlines() if ln.startswith("recompiled")]
+    assert " jit_multiply(f32[3], f32[] -> f32[3]) compiled 2 times by process " in line, line
+    assert " at weak.py:4 <module>, weak.py:5 <module> (" in line, line
+    assert line.endswith(": an op run outside jit, under other cache keys at one signature: what the signature does"
+                         " not show differs (a Python scalar, weakly typed, in one call and an array in another, or"
+                         " the op's parameters); inside a jitted function it compiles once [does not fail]"), line

@@ -86,8 +86,8 @@ class Cause:
             return (self.code, f["old"], f["new"])
         if self.code in (C_EVICTED, C_CHURN):
             return (self.code, f["limit"])
-        if self.code == C_RECOMPILED:  # the same key each time, or keys that differ: two fixes
-            return (self.code, f["keys"] > 1)
+        if self.code == C_RECOMPILED:  # same key or keys differing, jitted or eager: four fixes
+            return (self.code, f["keys"] > 1, bool(f.get("eager")))
         if self.code == C_RUN_UNDER_THRESHOLD:  # one root with the cells it never wrote
             return (C_THRESHOLD, MIN_COMPILE_TIME, f["limits"][0] if len(f["limits"]) == 1 else None)
         return (self.code,)
@@ -372,14 +372,28 @@ _SAME_KEY_AGAIN = ("the same cache key each time: JAX's in-memory cache missed t
                    " wrapper made per call, or a jitted function defined inside a loop: make it once)")
 _KEYS_DIFFER = ("the cache keys differ: another program each time (a static argument or a closed-over value"
                 " that changes between calls)")
+_EAGER_SAME_KEY = ("an op run outside jit, compiled again under the same cache key: JAX's op-by-op cache did not"
+                   " keep it (jax.clear_caches, or parameters it cannot hash); inside a jitted function it compiles"
+                   " once")
+_EAGER_KEYS_DIFFER = ("an op run outside jit, under other cache keys at one signature: what the signature does not"
+                      " show differs (a Python scalar, weakly typed, in one call and an array in another, or the"
+                      " op's parameters); inside a jitted function it compiles once")
+
+
+def _recompiled_why(f: dict) -> str:
+    if f.get("eager"):
+        return _EAGER_KEYS_DIFFER if f["keys"] > 1 else _EAGER_SAME_KEY
+    return _KEYS_DIFFER if f["keys"] > 1 else _SAME_KEY_AGAIN
 
 
 def _recompiled_words(f: dict) -> str:
     sig = f"({f['signature']})" if f.get("signature") else ""
-    site = f" at {f['call_site']}" if f.get("call_site") else ""
+    sites = f.get("call_sites") or []
+    more = f" and {f['more_sites']} more" if f.get("more_sites") else ""
+    site = f" at {', '.join(sites)}{more}" if sites else ""
     warm = f", {f['warm']} of them warm" if f.get("warm") else ""
     return (f"{f['function']}{sig} compiled {f['n']} times by process {f['pid']}{site} ({_s(f['seconds'])} s,"
-            f" {_s(f['again_s'])} s after the first{warm}): {_KEYS_DIFFER if f['keys'] > 1 else _SAME_KEY_AGAIN}")
+            f" {_s(f['again_s'])} s after the first{warm}): {_recompiled_why(f)}")
 
 
 def _still_cold_words(f: dict) -> str:
@@ -480,6 +494,5 @@ ROOT_WORDS = {
                       " expected"),
     C_OFF: lambda c: "no cache dir any more: these cells were warm under one before",
     C_CHURN: lambda c: f"entries evicted and compiled cold again under {MAX_SIZE}={c.facts['limit']} bytes",
-    C_RECOMPILED: lambda c: ("compiled more than once by one process, "
-                             + (_KEYS_DIFFER if c.facts["keys"] > 1 else _SAME_KEY_AGAIN)),
+    C_RECOMPILED: lambda c: "compiled more than once by one process: " + _recompiled_why(c.facts),
 }
