@@ -178,7 +178,7 @@ def test_an_entry_evicted_twice_under_a_size_limit_is_churn(tmp_path):
     # the report says what the newest check found, as check said it
     report = run_cli("report", "--db", db).output
     assert report.split("### cache health\n\n")[1].split("\n\n")[:2] == [
-        "From check run 2 (" + query(db, "SELECT checked_at FROM check_runs WHERE id = 2")[0][0] + "): what the cache fails to keep.",
+        "From check run 2 (" + query(db, "SELECT checked_at FROM check_runs WHERE id = 2")[0][0] + "): what the cache fails to keep, and what a process compiled again.",
         f"- evicted       `python fit.py` run run5: row {ids[-1]}: {f['cause']}"]  # the entry's program and run
     html = tmp_path / "r.html"
     assert run_cli("report", "--db", db, "--html", html).exit_code == 0

@@ -1,5 +1,5 @@
 """The report's "cache health" section: the health findings of the newest `ledger check`
-(ledger/watch/health.py), as check printed them. The report reads what check stored; it
+(ledger/watch/health.py), as check printed them: a line per root cause (watch/grouped.py). The report reads what check stored; it
 judges nothing itself (it is read-only), so a ledger never checked says so."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from ledger.output import shown
 from ledger.report.text import md
 from ledger.storage.models import check_runs
 from ledger.watch.check import stored_findings
-from ledger.watch.kinds import HEALTH_KINDS, finding_line
+from ledger.watch.grouped import groups
+from ledger.watch.kinds import HEALTH_KINDS
 
 
 def markdown(engine, filters: dict | None = None) -> str:
@@ -24,6 +25,6 @@ def markdown(engine, filters: dict | None = None) -> str:
                  and all(f.get(k) == v for k, v in (filters or {}).items() if v is not None and k in f)]
     if not found:
         return ""
-    out = ["### cache health", "", f"From check run {run.id} ({run.checked_at}): what the cache fails to keep.", ""]
-    out += [f"- {md(shown(finding_line(f)))}" for f in found]  # a stored line break stays in its line
+    out = ["### cache health", "", f"From check run {run.id} ({run.checked_at}): what the cache fails to keep, and what a process compiled again.", ""]
+    out += [f"- {md(shown(g.line()))}" for g in groups(found)]  # a stored line break stays in its line
     return "\n".join(out) + "\n\n"
