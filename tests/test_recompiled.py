@@ -87,3 +87,23 @@ def test_an_op_outside_jit_under_two_keys_at_one_signature_is_said_as_such(tmp_p
     assert line.endswith(": an op run outside jit, under other cache keys at one signature: what the signature does"
                          " not show differs (a Python scalar, weakly typed, in one call and an array in another, or"
                          " the op's parameters); inside a jitted function it compiles once [does not fail]"), line
+
+
+def _row(i: int, test: str | None, phase: str | None = "call", key: str = "k1") -> dict:
+    from ledger.record import STATELESS_KEY
+
+    return {**dict.fromkeys(STATELESS_KEY), "id": i, "run_id": "r", "pid": 7, "function": "jit_f",
+            "input_signature": "f32[3] -> f32[3]", "test_id": test, "test_phase": phase, "cache_key": key,
+            "variant": 0, "compile_s": 0.1, "cache_state": "cold", "call_site": "t.py:3 f", "command": "pytest"}
+
+
+def test_under_pytest_each_test_and_phase_is_apart():
+    """compile_budget clears JAX's caches before each test's call: a function every test
+    uses compiles in each, and that is not a recompile; twice within one test's call is."""
+    from ledger.watch.recompiled import recompiled
+
+    assert recompiled([_row(1, "t.py::a"), _row(2, "t.py::b"), _row(3, "t.py::b", "setup")]) == []
+    (found,) = recompiled([_row(1, "t.py::a"), _row(2, "t.py::b"), _row(3, "t.py::b")])
+    assert (found.row_id, found.cause.facts["n"], found.cause.facts["rows"]) == (3, 2, [2, 3])
+    (plain,) = recompiled([_row(1, None, None), _row(2, None, None, key="k2")])  # not under pytest
+    assert (plain.cause.facts["keys"], plain.cost_s) == (2, 0.1)

@@ -22,8 +22,10 @@ from ledger.watch.kinds import RECOMPILED
 
 # One process's compiles of one function at one signature: its host key and cell, less the
 # variant (a variant is another cache key: here that is what says why) and the cache state.
-SAME = ("run_id", "pid", *(f for f in STATELESS_KEY if f != "variant"))
-COLUMNS = ("pid", "call_site", "function_kind", "variant", *STATELESS_KEY)  # what health.py reads for it
+# Under `pytest --ledger` each test and phase is apart: compile_budget clears JAX's caches
+# before a test's call, so a function every test uses compiles again in each, by design.
+SAME = ("run_id", "pid", "test_id", "test_phase", *(f for f in STATELESS_KEY if f != "variant"))
+COLUMNS = ("pid", "test_id", "test_phase", "call_site", "function_kind", "variant", *STATELESS_KEY)  # health.py reads
 SITES = 3  # call sites named; the rest counted
 
 
