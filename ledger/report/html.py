@@ -36,7 +36,6 @@ from ledger.report import lines as rl
 from ledger.report import runs as rr
 from ledger.report import text
 from ledger.report.lines import Line
-from ledger.report.recorded import run_cells
 from ledger.rows import fold_signature
 
 WARM_COLOR, COLD_COLOR, PIN_COLOR, MARK_COLOR = "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"
@@ -327,7 +326,7 @@ def _site(site: str | None) -> str:
 
 
 def _run_cells(p) -> tuple[str, str, str]:
-    return run_cells(p, _s) or ("-", "-", "-")
+    return text.run_cells(p, _s) or ("-", "-", "-")
 
 
 def _costliest(fns: list) -> list:

@@ -154,20 +154,3 @@ def build(engine, filters: dict | None = None) -> list[Program]:
     with engine.connect() as conn:
         return programs(conn, filters)
 
-
-def run_cells(p: Program, fmt) -> tuple[str, str, str] | None:
-    """A program's newest run as both pages say it: its time, the share of it compiling
-    (tracing and lowering apart from XLA), and what the cache removed (ledger/savings.py);
-    None where the run has no recorded processes' facts."""
-    run = p.run
-    if run is None:
-        return None
-    t = run.time
-    if t is None:
-        time_ = "not recorded"
-    else:
-        time_ = f"{t.wall_s:.1f} s" + ("" if t.processes == 1 else f" ({t.processes} processes)")
-        time_ += "" if t.exact else (" (at least)" if "last seen" in t.ended_by else " (a process killed?)")
-    share = "-" if run.share is None else f"{100 * run.share:.0f}%"
-    compiling = f"{share} compiling: {run.trace_s:.1f} s tracing and lowering, {run.compile_s:.1f} s XLA"
-    return time_, compiling, savings.words(run.saved, fmt)

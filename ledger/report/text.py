@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from ledger import savings
 from ledger.output import shown
 from ledger.record import CELL_FIELDS, SHAPE_FIELDS
 from ledger.report.lines import Line, group_by_host
@@ -141,8 +142,6 @@ def _function_row(f, total: float) -> str:
 def recorded_program(p) -> list[str]:
     """Where one recorded program's compile time went in its newest run: a summary line,
     its own functions (the costliest TOP), JAX's eager primitives folded into one line."""
-    from ledger.report.recorded import run_cells
-
     total = p.compile_s
     removed = None if p.warm and p.unknown == p.warm else p.removed_s
     head = (f"Run {p.run_id[:12]} on {md(show(p.hostname))}, {when(p.timestamp)}: {p.compiles} compiles"
@@ -172,3 +171,21 @@ def recorded_program(p) -> list[str]:
                 "| " + " | ".join(PROGRAM_COLUMNS) + " |", _ALIGN,
                 *(_function_row(f, total) for f in folded), "", "</details>"]
     return [*out, ""]
+
+
+def run_cells(p, fmt) -> tuple[str, str, str] | None:
+    """A program's newest run as both pages say it: its time, the share of it compiling
+    (tracing and lowering apart from XLA), and what the cache removed (ledger/savings.py);
+    None where the run has no recorded processes' facts."""
+    run = p.run
+    if run is None:
+        return None
+    t = run.time
+    if t is None:
+        time_ = "not recorded"
+    else:
+        time_ = f"{t.wall_s:.1f} s" + ("" if t.processes == 1 else f" ({t.processes} processes)")
+        time_ += "" if t.exact else (" (at least)" if "last seen" in t.ended_by else " (a process killed?)")
+    share = "-" if run.share is None else f"{100 * run.share:.0f}%"
+    compiling = f"{share} compiling: {run.trace_s:.1f} s tracing and lowering, {run.compile_s:.1f} s XLA"
+    return time_, compiling, savings.words(run.saved, fmt)
