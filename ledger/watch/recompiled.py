@@ -9,13 +9,13 @@ defined inside a loop); keys that differ are other programs of one name and sign
 at one signature gets other keys from what the signature does not show: a Python
 scalar, weakly typed, in one call and an array in another, or other op parameters. The
 finding counts the compiles, their seconds and those past the first (what it costs a
-run), says which it is, and names the call sites. It is about a run (the newest of each program, as the other
-health findings, ledger/watch/health.py), and does not fail the check.
+run), says which it is, and names the call sites. It is about a run (the newest of each
+program, as the other health findings, ledger/watch/health.py), and does not fail the check.
 """
 
 from __future__ import annotations
 
-from ledger.record import FUNCTION_KIND_EAGER, STATELESS_KEY
+from ledger.record import FUNCTION_KIND_EAGER, STATELESS_KEY, WARM
 from ledger.watch.causes import C_RECOMPILED, Cause
 from ledger.watch.judge import Finding, program_of
 from ledger.watch.kinds import RECOMPILED
@@ -47,7 +47,7 @@ def _finding(same: list[dict]) -> Finding:
              "n": len(same), "seconds": sum(seconds), "again_s": sum(seconds[1:]),
              "keys": len({(r.get("cache_key"), r.get("variant")) for r in same}),
              "eager": all(r.get("function_kind") == FUNCTION_KIND_EAGER for r in same),
-             "warm": sum(r.get("cache_state") == "warm" for r in same),
+             "warm": sum(r.get("cache_state") == WARM for r in same),
              "call_sites": sites[:SITES], "more_sites": max(0, len(sites) - SITES), "rows": [r["id"] for r in same]}
     return Finding(RECOMPILED, last["id"], Cause(C_RECOMPILED, facts), False, None, program_of(last),
                    last["run_id"], facts["again_s"])
