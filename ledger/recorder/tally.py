@@ -16,8 +16,9 @@ from ledger.record import (
     NOT_PERSISTED_PROCESS_INDEX,
 )
 
-_WHY = {NOT_PERSISTED_COMPILE_TIME: ("under", OPT_MIN_COMPILE_TIME, "cache_min_compile_time_s", " s"),
-        NOT_PERSISTED_ENTRY_SIZE: ("under", OPT_MIN_ENTRY_SIZE, "cache_min_entry_size_bytes", " bytes")}
+# why JAX kept a compile out -> (its setting, the row's column holding the limit, the limit's unit)
+_WHY = {NOT_PERSISTED_COMPILE_TIME: (OPT_MIN_COMPILE_TIME, "cache_min_compile_time_s", " s"),
+        NOT_PERSISTED_ENTRY_SIZE: (OPT_MIN_ENTRY_SIZE, "cache_min_entry_size_bytes", " bytes")}
 
 
 @dataclass
@@ -40,7 +41,7 @@ class CacheTally:
             self.written += 1
             return
         n, seconds, limits = self.kept_out.get(why, (0, 0.0, set()))
-        limit = _WHY.get(why, (None, None, None, None))[2]
+        limit = _WHY.get(why, (None, None, None))[1]
         if limit and row.get(limit) is not None:
             limits.add(row[limit])
         self.kept_out[why] = (n + 1, seconds + (row.get("compile_s") or 0.0), limits)
@@ -61,7 +62,7 @@ class CacheTally:
     def _why(cause: str, kept: tuple) -> str:
         n, seconds, limits = kept
         if cause in _WHY:
-            _, setting, _, unit = _WHY[cause]
+            setting, _, unit = _WHY[cause]
             limit = f" = {', '.join(f'{x:g}' for x in sorted(limits))}{unit}" if limits else ""
             return f"{n} under {setting}{limit}; {seconds:.3g} s a run"
         if cause == NOT_PERSISTED_PROCESS_INDEX:
