@@ -372,7 +372,8 @@ def test_zero_durations_and_a_negative_load_setting_are_not_refused(tmp_path, db
 
 # -- one pass: the cache cells' triggers judged once for the batch (cells.appending) ----
 
-_TRIGGERS_SQL = "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' ORDER BY name"
+# 0009's triggers (what an import sets aside for its batch)
+_TRIGGERS_SQL = "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'cache_cells%' ORDER BY name"
 
 
 def test_an_import_leaves_the_cache_cells_triggers_as_it_found_them(tmp_path, db):

@@ -28,6 +28,7 @@ def test_table_columns_are_the_contract():
         "INTEGER", "BIGINT")
     columns.pop("id")
     assert columns.pop("record_key") is sa.BigInteger
+    assert columns.pop("cell_id") is sa.BigInteger  # derived from the row (revision 0018), not a record's field
     assert list(columns) == list(COMPILE_FIELDS)
     assert columns == {name: _SA[kind] for name, kind in COMPILE_FIELDS.items()}
 
@@ -35,7 +36,7 @@ def test_table_columns_are_the_contract():
 def test_migrated_table_has_the_contract_columns(db):
     assert run_cli("db", "upgrade", "--db", db).exit_code == 0
     names = [r[1] for r in query(db, "PRAGMA table_info(compile_records)")]
-    assert set(names) == {"id", "record_key", *COMPILE_FIELDS}
+    assert set(names) == {"id", "record_key", "cell_id", *COMPILE_FIELDS}
 
 
 def test_probe_record_is_the_contract_less_record_kind():

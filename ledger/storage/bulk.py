@@ -16,6 +16,7 @@ from sqlalchemy.engine import Connection
 from ledger.errors import LedgerError
 from ledger.record import KEY_FIELDS
 from ledger.record_validation import compile_key, instrument_key
+from ledger.storage import cell_ids
 from ledger.storage.models import compile_records, instrument_records
 
 
@@ -64,7 +65,10 @@ def insert_new(conn: Connection, table, rows: list[dict]) -> int:
         return 0
     columns = sorted(set().union(*rows))
     params = [tuple(map(row.get, columns)) for row in rows]
-    return conn.exec_driver_sql(insert_sql(conn, table, columns), params).rowcount
+    added = conn.exec_driver_sql(insert_sql(conn, table, columns), params).rowcount
+    if table is compile_records:
+        cell_ids.assign(conn)  # each new row's cell (revision 0018)
+    return added
 
 
 def lookup(conn: Connection, table, by: str, want: str, values) -> dict:

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from ledger.record import BUILDER_INPUTS, COMPARABILITY_KEY, COMPILE_FIELDS, INSTRUMENT_COLUMNS, PROCESS_FIELDS
+from ledger.record import (
+    BUILDER_INPUTS,
+    COMPARABILITY_KEY,
+    COMPILE_FIELDS,
+    INSTRUMENT_COLUMNS,
+    PROCESS_FIELDS,
+    STATELESS_KEY,
+)
 
 metadata = sa.MetaData(
     naming_convention={
@@ -33,9 +40,23 @@ compile_records = sa.Table(
     sa.Column("id", ID, primary_key=True),
     *(sa.Column(name, _SA_TYPES[t]) for name, t in COMPILE_FIELDS.items()),
     sa.Column("record_key", sa.BigInteger, unique=True),
+    # the row's cell (revision 0018: ledger/storage/cell_ids.py), given by whatever writes it
+    sa.Column("cell_id", sa.BigInteger),
     # a run's rows and an entry's rows (revision 0014: the cache-health findings)
     sa.Index("ix_compile_records_run_id", "run_id"),
     sa.Index("ix_compile_records_cache_key", "cache_key"),
+    sa.Index("ix_compile_records_cell_id", "cell_id"),
+)
+
+# One row per cell of this ledger (revision 0018): its values, and the key text
+# ledger/storage/cell_ids.py makes from them.
+cells = sa.Table(
+    "cells",
+    metadata,
+    sa.Column("id", ID, primary_key=True),
+    sa.Column("key", sa.Text, nullable=False),
+    *(sa.Column(name, _SA_TYPES[COMPILE_FIELDS[name]]) for name in STATELESS_KEY),
+    sa.UniqueConstraint("key", name="uq_cells_key"),
 )
 
 instrument_records = sa.Table(

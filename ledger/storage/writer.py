@@ -12,6 +12,7 @@ from sqlalchemy.engine import Engine
 from ledger.errors import LedgerError
 from ledger.record import SOURCE_UNKNOWN, UNKNOWN
 from ledger.record_validation import RecordError, compile_row
+from ledger.storage import cell_ids
 from ledger.storage.models import compile_records
 
 
@@ -19,7 +20,9 @@ def add_compile_record(engine: Engine, record: dict) -> int:
     """Insert one probe record (validated like an imported one); returns its id."""
     row = measured_row(record)
     with engine.begin() as conn:
-        return conn.execute(insert(compile_records).values(**row)).inserted_primary_key[0]
+        row_id = conn.execute(insert(compile_records).values(**row)).inserted_primary_key[0]
+        cell_ids.assign(conn)
+        return row_id
 
 
 def add_compile_records(engine: Engine, rows: list[dict]) -> None:
@@ -28,6 +31,7 @@ def add_compile_records(engine: Engine, rows: list[dict]) -> None:
     names = sorted(set().union(*rows)) if rows else []
     with engine.begin() as conn:
         conn.execute(insert(compile_records), [{n: r.get(n) for n in names} for r in rows])
+        cell_ids.assign(conn)
 
 
 def measured_row(record: dict) -> dict:

@@ -1,0 +1,134 @@
+"""Each row's cell id (revision 0018, ledger/storage/cell_ids.py): every writer gives its
+rows theirs, rows share an id exactly when they share a cell, the migration gives old
+rows the ids new rows of the same cell get, and an ad-hoc change of a key column moves
+the row to its new cell; on both backends."""
+
+from __future__ import annotations
+
+import importlib.util
+import sqlite3
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ledger.record import STATELESS_KEY
+from ledger.rows import key_text
+from ledger.storage import cell_ids
+from ledger.storage.open import open_ledger
+
+from .conftest import examples, query, run_cli
+from .ledgers import add, rec
+from .writes import BACKENDS, apply, fresh, records
+
+MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
+
+
+def _revision_0018():
+    sys.path.insert(0, str(MIGRATIONS))  # where alembic finds ledger_stash
+    try:
+        spec = importlib.util.spec_from_file_location("rev0018", MIGRATIONS / "versions" / "0018_cell_ids.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path.remove(str(MIGRATIONS))
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+def test_the_migration_and_the_writers_make_one_key_text(dialect):
+    """Old rows (0018's data step) and new rows (the writers) of one cell meet in one id
+    only if both make its key alike: the revision's frozen cell is today's."""
+    rev = _revision_0018()
+    assert tuple(rev.NAMES) == STATELESS_KEY == cell_ids.CELL_COLUMNS
+    for table in ("", "compile_records"):
+        assert rev.key_sql(dialect, table) == cell_ids.key_sql(dialect, table)
+
+
+def _cells_hold(engine) -> None:
+    """Every row has a cell whose values are the row's own, and rows share an id exactly
+    when they share those values."""
+    cols = ", ".join(f"r.{c}" for c in STATELESS_KEY)
+    cell_cols = ", ".join(f"c.{c}" for c in STATELESS_KEY)
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text(f"SELECT r.id, r.cell_id, {cols}, {cell_cols} FROM compile_records r"
+                                    " LEFT JOIN cells c ON c.id = r.cell_id")).all()
+    n = len(STATELESS_KEY)
+    by_values: dict[str, set] = {}
+    for r in rows:
+        assert r[1] is not None, f"row {r[0]} has no cell"
+        mine = dict(zip(STATELESS_KEY, r[2:2 + n], strict=True))
+        cell = dict(zip(STATELESS_KEY, r[2 + n:], strict=True))
+        assert key_text(mine, STATELESS_KEY) == key_text(cell, STATELESS_KEY), f"row {r[0]} is in another cell"
+        by_values.setdefault(key_text(mine, STATELESS_KEY), set()).add(r[1])
+    assert all(len(ids) == 1 for ids in by_values.values())
+    assert len({i for ids in by_values.values() for i in ids}) == len(by_values)
+
+
+# the writes of test_cache_cells (import, probe, merge, ad-hoc deletes, updates and inserts)
+# and ad-hoc updates of the cell's own columns, a hostile value among them
+key_update = st.tuples(st.just("update"), st.integers(0, 7), st.sampled_from([
+    "hostname = 'node2'", "transform = 'grad'", "mixed_precision = NOT mixed_precision", "variant = 2",
+    "input_signature = 'f32[3]\n''quoted'''", "function = NULL"]))
+writes = st.one_of(
+    st.tuples(st.just("import"), st.lists(records, min_size=1, max_size=4)),
+    st.tuples(st.just("probe"), records),
+    st.tuples(st.just("merge"), st.lists(records, min_size=1, max_size=3)),
+    st.tuples(st.just("fill-gap"), records),
+    key_update,
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", BACKENDS)
+@settings(max_examples=examples(20), suppress_health_check=[HealthCheck.function_scoped_fixture], deadline=None)
+@given(ops=st.lists(writes, min_size=1, max_size=8))
+def test_rows_share_a_cell_id_exactly_when_they_share_a_cell_after_any_writes(backend, ops):
+    """What the writers give holds after each write; what a person's SQL did (an INSERT
+    without an id, a key column changed) holds after the next `ledger check`."""
+    with fresh(backend) as db, tempfile.TemporaryDirectory() as tmp:
+        assert run_cli("db", "upgrade", "--db", db).exit_code == 0
+        with open_ledger(str(db), "write") as ledger:
+            for op in ops:
+                apply(op, db, ledger.engine, Path(tmp))
+            assert run_cli("check", "--db", db).exit_code in (0, 1)
+            _cells_hold(ledger.engine)
+
+
+@pytest.mark.slow
+def test_the_upgrade_gives_old_rows_the_cells_new_rows_of_them_get(tmp_path):
+    db = tmp_path / "l.db"
+    huge = "f32[" + "9," * 200_000 + "3]"  # a signature of 400 kB: a key of any length
+    add(db, tmp_path, rec(), rec(transform="grad"), rec(input_signature=huge, tag="h"),
+        rec(hostname="node'\nb", tag="q"))
+    assert run_cli("db", "downgrade", "0017", "--db", db).exit_code == 0  # the rows, as before 0018
+    assert run_cli("db", "upgrade", "--db", db).exit_code == 0
+    before = query(db, "SELECT id, cell_id FROM compile_records ORDER BY id")
+    assert len({c for _, c in before}) == 4 and all(c is not None for _, c in before)
+    # the same four cells again, written now: each meets its old id
+    add(db, tmp_path, rec(tag="x"), rec(transform="grad", tag="x"), rec(input_signature=huge, tag="hx"),
+        rec(hostname="node'\nb", tag="qx"))
+    after = query(db, "SELECT cell_id FROM compile_records ORDER BY id")
+    assert [c for (c,) in after[4:]] == [c for _, c in before]
+    assert query(db, "SELECT count(*) FROM cells") == [(4,)]
+
+
+def test_a_row_inserted_by_hand_gets_its_cell_at_the_next_check(tmp_path):
+    db = tmp_path / "l.db"
+    add(db, tmp_path, rec())
+    con = sqlite3.connect(db)
+    with con:
+        con.execute("INSERT INTO compile_records (transform, compile_s, hostname, hardware, jax_version,"
+                    " mixed_precision, cache_state, status, timestamp) SELECT transform, 3.0, hostname, hardware,"
+                    " jax_version, mixed_precision, 'warm', 'ok', '2026-07-09T10:00:00' FROM compile_records")
+        con.execute("UPDATE compile_records SET hostname = 'elsewhere' WHERE id = 1")
+    con.close()
+    assert query(db, "SELECT id, cell_id FROM compile_records ORDER BY id") == [(1, None), (2, None)]
+    assert run_cli("check", "--db", db).exit_code == 0
+    (a,), (b,) = query(db, "SELECT cell_id FROM compile_records ORDER BY id")
+    assert a is not None and b is not None and a != b
+    assert query(db, f"SELECT hostname FROM cells WHERE id = {a}") == [("elsewhere",)]
