@@ -27,14 +27,11 @@ import sqlalchemy as sa
 
 from ledger.record import CACHE_CELL, COLD, NONE, WARM
 from ledger.rows import key_text, ok_sql, time_sql
+from ledger.storage import cell_ids, models
+from ledger.storage.cell_ids import CELL_COLUMNS
 from ledger.storage.models import cache_cells, cache_cells_state, compile_records
 
 _ID_PAD = 10**12  # ids as fixed-width text, so "timestamp|id" sorts as (timestamp, id)
-# Grouping order: the columns that tell cells apart first, so the sort's comparisons
-# stop early (a third faster on a million rows than the key's own order).
-_GROUP_ORDER = ("transform", "model_type", "hostname", "cache_dir", "dataset_class", "instrument", "hardware",
-                "jax_version", "mixed_precision", "function", "input_signature", "variant", "n_batch", "batch_size")
-assert sorted(_GROUP_ORDER) == sorted(CACHE_CELL)
 # What the kept state was folded for: the cell's fields and the version of the cache passes.
 # A check carries the previous run's findings of a lineage with nothing new (findings.Earlier)
 # only where the fold was not reset since; so a ledger last checked by a build whose passes
@@ -79,23 +76,36 @@ def cell_key(values: dict) -> str:
 # a summary: (newest "stamp|state", last_warm stamp, first_cold stamp, n_cold)
 def summarize(conn, above: int = 0, upto: int | None = None) -> dict[str, tuple]:
     """Every cell's summary over the ok warm, cold and none rows with above < id <= upto:
-    one GROUP BY pass."""
+    one GROUP BY pass, over each row's cell id (revision 0018) and cache dir."""
     d = conn.dialect.name
     warm, cold = f"cache_state = '{WARM}'", f"cache_state = '{COLD}'"
     bounds = " AND id > :above" + (" AND id <= :upto" if upto is not None else "")
     sql = (
-        f"SELECT {', '.join(_GROUP_ORDER)}, MAX({stamp_sql(d)} || '|' || cache_state) AS newest,"
+        f"SELECT cell_id, cache_dir, MAX({stamp_sql(d)} || '|' || cache_state) AS newest,"
         f" MAX(CASE WHEN {warm} THEN {stamp_sql(d)} END) AS last_warm,"
         f" MIN(CASE WHEN {cold} THEN {stamp_sql(d)} END) AS first_cold,"
         f" SUM(CASE WHEN {cold} THEN 1 ELSE 0 END) AS n_cold"
         f" FROM compile_records WHERE {ok_sql()} AND cache_state IN ('{WARM}', '{COLD}', '{NONE}'){bounds}"
-        f" GROUP BY {', '.join(_GROUP_ORDER)}"
+        " GROUP BY cell_id, cache_dir"
     )
     if d == "sqlite" and above == 0:
         # a sort of every ok row; SQLite's sorter can split it over worker threads
         conn.exec_driver_sql(f"PRAGMA threads = {min(8, os.cpu_count() or 1)}")
-    rows = conn.execute(sa.text(sql), {"above": above, "upto": upto}).mappings()
-    return {cell_key(r): (r["newest"], r["last_warm"], r["first_cold"], int(r["n_cold"] or 0)) for r in rows}
+    found = conn.execute(sa.text(sql), {"above": above, "upto": upto}).all()
+    values = cell_values(conn, {r.cell_id for r in found})
+    return {cell_key(values[r.cell_id] | {"cache_dir": r.cache_dir}):
+            (r.newest, r.last_warm, r.first_cold, int(r.n_cold or 0)) for r in found}
+
+
+def cell_values(conn, ids) -> dict[int, dict]:
+    """{cell id: the cell's values} (ledger/storage/cell_ids.py), of the ids asked for."""
+    ids, out = sorted(ids), {}
+    cols = [models.cells.c[n] for n in CELL_COLUMNS]
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        for r in conn.execute(sa.select(models.cells.c.id, *cols).where(models.cells.c.id.in_(chunk))).mappings():
+            out[r["id"]] = {n: r[n] for n in CELL_COLUMNS}
+    return out
 
 
 def _combine(a: tuple, b: tuple) -> tuple:
@@ -124,6 +134,7 @@ def fold(conn) -> Folded:
     waits for every open insert to commit, so no row can later appear below `upto`."""
     if conn.dialect.name == "postgresql":
         conn.exec_driver_sql("LOCK TABLE compile_records IN SHARE MODE")
+    cell_ids.assign(conn)  # a row INSERTed by hand has none yet (writers give theirs)
     state = conn.execute(sa.select(cache_cells_state.c.upto, cache_cells_state.c.cell_fields)
                          .where(cache_cells_state.c.id == 1)).first()
     upto = state.upto if state is not None and state.cell_fields == _FIELDS and _armed(conn) else 0

@@ -5,8 +5,8 @@ changed.
 The kept cache cells (ledger/watch/cells.py: a row per cell, jax version and cache dir,
 with its newest row and state, its last warm row and its cold count) say which lineages
 can hold a finding: one with a cache cell whose newest row is cold, or whose newest row
-has no cache dir after a warm one. Only those lineages' rows are read, in one scan; a
-lineage with no row since the previous check keeps that check's findings, as facts
+has no cache dir after a warm one. Only those lineages' rows are read, through the index
+on each row's cell id (revision 0018: ledger/storage/cell_ids.py); a lineage with no row since the previous check keeps that check's findings, as facts
 (verdicts.facts), unless a prune since could change its cause.
 
 A cell here is the comparability key without cache_state (record.STATELESS_KEY); a
@@ -22,6 +22,7 @@ import sqlalchemy as sa
 
 from ledger.record import COLD, NONE, STATELESS_KEY, WARM
 from ledger.rows import key_text, ok_sql, oldest_first
+from ledger.storage import models
 from ledger.watch import cells
 from ledger.watch.causes import C_EMPTIED, C_EVICTED, C_KEY_CHANGED, C_PRUNED, C_SAME_KEY, fetch_rows
 from ledger.watch.cells import Group
@@ -103,7 +104,7 @@ def cache_findings(conn, summaries: dict[str, tuple], filters: dict | None, sinc
     """Every finding of the cache passes, oldest row first. `kept`: the previous run's
     findings, where they stand: a lineage with nothing new keeps its own."""
     found: list[Finding] = []
-    wanted: dict[str, dict] = {}
+    wanted: set[str] = set()
     for lineage, groups in by_lineage(summaries, filters).items():
         if not may_find(groups):
             continue
@@ -111,10 +112,10 @@ def cache_findings(conn, summaries: dict[str, tuple], filters: dict | None, sinc
         if carried is not None:
             found += carried
         else:
-            wanted[lineage] = groups[0].values
+            wanted.add(lineage)
     if wanted:
         ev = Evidence(conn)
-        for rows in lineage_rows(conn, wanted).values():
+        for rows in _rows_by_cell(conn, wanted).values():
             found += judge(rows, ev)
     if since is not None:
         times = {r["id"]: r["timestamp"] or "" for r in fetch_rows(conn, [f.row_id for f in found]).values()}
@@ -125,7 +126,9 @@ def cache_findings(conn, summaries: dict[str, tuple], filters: dict | None, sinc
 def lineage_rows(conn, wanted: dict[str, dict]) -> dict[str, list[dict]]:
     """The ok warm, cold and none rows of each lineage asked for (lineage text -> its
     values), oldest first, in one scan: each lineage column IN the values asked for,
-    and each row kept only where its whole lineage was asked for."""
+    and each row kept only where its whole lineage was asked for. explain's way (one
+    lineage, by its values): it writes nothing, so it cannot give a row inserted by hand
+    its cell id as check does first; check reads by cell id (_rows_by_cell)."""
     if not wanted:
         return {}
     where, params = [], {}
@@ -146,6 +149,39 @@ def lineage_rows(conn, wanted: dict[str, dict]) -> dict[str, list[dict]]:
         if lineage in out:
             out[lineage].append(dict(r))
     return out
+
+
+def _rows_by_cell(conn, wanted: set[str]) -> dict[str, list[dict]]:
+    """lineage_rows for check, through the index on cell_id (revision 0018): the rows of
+    the cells of each lineage asked for, oldest first, a few hundred cells a query."""
+    mine: dict[str, list[int]] = {}
+    for cell, values in cells.cell_values(conn, conn.execute(sa.select(models.cells.c.id)).scalars()).items():
+        lineage = lineage_text(values)
+        if lineage in wanted:
+            mine.setdefault(lineage, []).append(cell)
+    out: dict[str, list[dict]] = {k: [] for k in wanted}
+    lineage_of = {cell: lineage for lineage, ids in mine.items() for cell in ids}
+    cols = tuple(dict.fromkeys(("cell_id", *COLUMNS)))
+    for chunk in _chunks(list(mine.values()), 500):  # a lineage's cells in one query, so its rows stay in order
+        # the ids are the cells table's own integers; plain tuples (a Row mapping per row cost a third)
+        ids = ", ".join(str(int(i)) for i in chunk)
+        for r in conn.exec_driver_sql(
+                f"SELECT {', '.join(cols)} FROM compile_records WHERE {ok_sql()}"
+                f" AND cache_state IN ('{WARM}', '{COLD}', '{NONE}') AND cell_id IN ({ids})"
+                f" ORDER BY {oldest_first()}"):
+            out[lineage_of[r[0]]].append(dict(zip(cols, r)))
+    return out
+
+
+def _chunks(groups: list[list[int]], size: int):
+    chunk: list[int] = []
+    for ids in groups:
+        if chunk and len(chunk) + len(ids) > size:
+            yield chunk
+            chunk = []
+        chunk += ids
+    if chunk:
+        yield chunk
 
 
 def rows_of_lineage(conn, row: dict) -> list[dict]:
