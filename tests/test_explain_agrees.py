@@ -11,12 +11,17 @@ import json
 from collections import Counter
 
 import pytest
+import sqlalchemy as sa
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from ledger import command
 from ledger.record import COLD, NONE
+from ledger.storage.open import open_ledger
+from ledger.watch.findings import LINEAGE, lineage_text, rows_of_lineage
 from ledger.watch.grouped import _key
+from ledger.watch.judge import Evidence, judge
+from ledger.watch.kinds import CACHE_NOT_REUSED, CACHE_OFF, JAX_CHANGED, WENT_COLD
 
 from .conftest import examples, query, write_json
 
@@ -93,12 +98,30 @@ SEVERAL = [_at(0, "a", True), _at(1, "a", False),
            _at(3, "a", False, jax="0.4.30"), _at(3, "b", False, jax="0.4.30")]
 
 
+# a cell's last warm row is of its newest (cold) row's run under another key: the warm row
+# it went cold from is older, before where check starts reading (findings._start), so the
+# check must read the lineage whole (judge.newest_enough)
+OTHER_KEY_LAST = [_at(0, "a", True, variant=0), {**_at(1, "a", True, variant=0), "cache_key_components": COMPONENTS[1]},
+                  _at(1, "a", False, variant=0)]
+# the same in another dir: the jax's only warm row since is of that run under another key, and
+# the cold rows between its older warm row and it are the streak
+OTHER_KEY_ELSEWHERE = [_at(0, "a", True, variant=0), _at(1, "a", False, variant=0, cache_dir="/c2"),
+                       {**_at(2, "a", True, variant=0), "cache_key_components": COMPONENTS[1]},
+                       _at(2, "a", False, variant=0, cache_dir="/c2")]
+
+# a jax never warm (0.10.2) between warm rows of another (0.4.30): the warm row before its
+# first cold row is older than where check starts reading, so it reads the lineage whole
+JAX_BACK = [_at(0, "a", True, jax="0.4.30"), _at(1, "a", False), _at(2, "a", True, jax="0.4.30"), _at(3, "a", False)]
+
+
 def ledgers(test):
-    """A property over generated ledgers (and SEVERAL), as each test below takes them."""
+    """A property over generated ledgers (and the ledgers above), as each test below takes them."""
+    for rows in (SEVERAL, OTHER_KEY_LAST, OTHER_KEY_ELSEWHERE, JAX_BACK):
+        test = example(rows=rows)(test)
     return pytest.mark.slow(settings(max_examples=examples(40), phases=(Phase.explicit, Phase.generate),
                                      suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                             HealthCheck.too_slow])(
-        given(rows=st.lists(row, min_size=1, max_size=14))(example(rows=SEVERAL)(test))))
+        given(rows=st.lists(row, min_size=1, max_size=14))(test)))
 
 
 def _checked(tmp_path_factory, rows) -> tuple:
@@ -118,6 +141,27 @@ def test_check_and_explain_agree_on_every_cell(tmp_path_factory, rows):
         assert mine == {k: f[k] for k in ("verdict", "row_id", "cause", "fails", "facts")}, (f, mine)
     went_cold = {f["row_id"] for f in findings if f["verdict"] == "went-cold"}
     assert _newest_cold_after_warm(db) <= went_cold
+
+
+def _judged_whole(db) -> set[tuple]:
+    """Every cache finding of every lineage judged from all its rows (explain's read): what
+    check, which reads each lineage from its oldest last warm row on where that suffices
+    (findings._start), must find."""
+    with open_ledger(str(db), "read") as led, led.engine.connect() as conn:
+        ev, seen, out = Evidence(conn), set(), set()
+        for r in conn.execute(sa.text(f"SELECT {', '.join(LINEAGE)} FROM compile_records")).mappings():
+            if (text := lineage_text(r)) not in seen:
+                seen.add(text)
+                out |= {(f.verdict, f.row_id, f.text) for f in judge(rows_of_lineage(conn, dict(r)), ev)}
+    return out
+
+
+@ledgers
+def test_check_finds_what_judging_every_row_of_every_lineage_finds(tmp_path_factory, rows):
+    db, said = _checked(tmp_path_factory, rows)
+    cache_kinds = {WENT_COLD, CACHE_OFF, CACHE_NOT_REUSED, JAX_CHANGED}
+    assert {(f["verdict"], f["row_id"], f["cause"]) for f in said["findings"]
+            if f["verdict"] in cache_kinds} == _judged_whole(db)
 
 
 @ledgers

@@ -26,7 +26,7 @@ from ledger.storage import models
 from ledger.watch import cells
 from ledger.watch.causes import C_EMPTIED, C_EVICTED, C_KEY_CHANGED, C_PRUNED, C_SAME_KEY, fetch_rows
 from ledger.watch.cells import Group
-from ledger.watch.judge import COLUMNS, Evidence, Finding, judge
+from ledger.watch.judge import COLUMNS, Evidence, Finding, judge, newest_enough
 from ledger.watch.keys import pin_key
 from ledger.watch.kinds import HEALTH_KINDS, PINNED_KINDS
 
@@ -104,7 +104,7 @@ def cache_findings(conn, summaries: dict[str, tuple], filters: dict | None, sinc
     """Every finding of the cache passes, oldest row first. `kept`: the previous run's
     findings, where they stand: a lineage with nothing new keeps its own."""
     found: list[Finding] = []
-    wanted: set[str] = set()
+    wanted: dict[str, list[Group]] = {}
     for lineage, groups in by_lineage(summaries, filters).items():
         if not may_find(groups):
             continue
@@ -112,10 +112,18 @@ def cache_findings(conn, summaries: dict[str, tuple], filters: dict | None, sinc
         if carried is not None:
             found += carried
         else:
-            wanted.add(lineage)
+            wanted[lineage] = groups
     if wanted:
         ev = Evidence(conn)
-        for rows in _rows_by_cell(conn, wanted).values():
+        starts = {lineage: _start(groups) for lineage, groups in wanted.items()}
+        whole = {}
+        for lineage, rows in _rows_by_cell(conn, starts).items():
+            warm_dirs = {(g.values["jax_version"], g.values["cache_dir"]) for g in wanted[lineage] if g.last_warm}
+            if starts[lineage] is None or newest_enough(rows, warm_dirs):
+                found += judge(rows, ev)
+            else:
+                whole[lineage] = None
+        for rows in _rows_by_cell(conn, whole).values():
             found += judge(rows, ev)
     if since is not None:
         times = {r["id"]: r["timestamp"] or "" for r in fetch_rows(conn, [f.row_id for f in found]).values()}
@@ -151,35 +159,55 @@ def lineage_rows(conn, wanted: dict[str, dict]) -> dict[str, list[dict]]:
     return out
 
 
-def _rows_by_cell(conn, wanted: set[str]) -> dict[str, list[dict]]:
+def _start(groups: list[Group]) -> str | None:
+    """Where a lineage's judgement can start reading: the oldest of its cache cells' last
+    warm rows (each pass looks back from the newest rows to a warm row, and no further)
+    and of the first cold rows of a jax never warm in any of them (its cold streak is
+    every cold row it has); None (every row) where no cell was ever warm.
+    judge.newest_enough() tells whether the rows from there sufficed."""
+    warm = [g for g in groups if g.has_dir and g.last_warm]
+    if not warm:
+        return None
+    warm_jax = {g.values["jax_version"] for g in warm}
+    never = [g.first_cold for g in groups if g.has_dir and g.first_cold and g.values["jax_version"] not in warm_jax]
+    return min([g.last_warm for g in warm] + never)
+
+
+def _rows_by_cell(conn, starts: dict[str, str | None]) -> dict[str, list[dict]]:
     """lineage_rows for check, through the index on cell_id (revision 0018): the rows of
-    the cells of each lineage asked for, oldest first, a few hundred cells a query."""
+    the cells of each lineage asked for, from its start (a stamp, cells.stamp_sql; None:
+    every row), oldest first, a few hundred cells a query."""
     mine: dict[str, list[int]] = {}
     for cell, values in cells.cell_values(conn, conn.execute(sa.select(models.cells.c.id)).scalars()).items():
         lineage = lineage_text(values)
-        if lineage in wanted:
+        if lineage in starts:
             mine.setdefault(lineage, []).append(cell)
-    out: dict[str, list[dict]] = {k: [] for k in wanted}
+    out: dict[str, list[dict]] = {k: [] for k in starts}
     lineage_of = {cell: lineage for lineage, ids in mine.items() for cell in ids}
     cols = tuple(dict.fromkeys(("cell_id", *COLUMNS)))
-    for chunk in _chunks(list(mine.values()), 500):  # a lineage's cells in one query, so its rows stay in order
+    for chunk in _chunks(list(mine.items()), 500):  # a lineage's cells in one query, so its rows stay in order
         # the ids are the cells table's own integers; plain tuples (a Row mapping per row cost a third)
-        ids = ", ".join(str(int(i)) for i in chunk)
-        for r in conn.exec_driver_sql(
-                f"SELECT {', '.join(cols)} FROM compile_records WHERE {ok_sql()}"
-                f" AND cache_state IN ('{WARM}', '{COLD}', '{NONE}') AND cell_id IN ({ids})"
-                f" ORDER BY {oldest_first()}"):
+        either, params = [], {}
+        for i, (lineage, ids) in enumerate(chunk):
+            since = ""
+            if starts[lineage] is not None:
+                since, params[f"s{i}"] = f" AND {cells.stamp_sql(conn.dialect.name)} >= :s{i}", starts[lineage]
+            either.append(f"(cell_id IN ({', '.join(str(int(c)) for c in ids)}){since})")
+        sql = (f"SELECT {', '.join(cols)} FROM compile_records WHERE {ok_sql()}"
+               f" AND cache_state IN ('{WARM}', '{COLD}', '{NONE}') AND ({' OR '.join(either)})"
+               f" ORDER BY {oldest_first()}")
+        for r in conn.execute(sa.text(sql), params):
             out[lineage_of[r[0]]].append(dict(zip(cols, r)))
     return out
 
 
-def _chunks(groups: list[list[int]], size: int):
-    chunk: list[int] = []
-    for ids in groups:
-        if chunk and len(chunk) + len(ids) > size:
+def _chunks(lineages: list[tuple[str, list[int]]], size: int):
+    chunk: list[tuple[str, list[int]]] = []
+    for lineage in lineages:
+        if chunk and sum(len(ids) for _, ids in chunk) + len(lineage[1]) > size:
             yield chunk
             chunk = []
-        chunk += ids
+        chunk.append(lineage)
     if chunk:
         yield chunk
 

@@ -140,6 +140,31 @@ def judge(rows: list[dict], ev: Evidence) -> list[Finding]:
     return sorted((f for cache_pass in PASSES for f in cache_pass(rows, ev)), key=lambda f: f.row_id)
 
 
+def newest_enough(rows: list[dict], warm_dirs: set[tuple]) -> bool:
+    """Whether the newest rows of a lineage (its rows from a point on: findings._start)
+    judge as all of them would: every look back for a warm row that the passes make
+    from a cold row finds one among them, or has none to find among all of them
+    (`warm_dirs`: each (jax, cache dir) with a warm row anywhere). The passes read
+    nothing older than the warm row they find; a jax never warm, its every cold row
+    (which _start reads) and an older jax's warm row before them."""
+    rows = judged(rows)
+    warm_jax = {jax for jax, _ in warm_dirs}
+    for jax, mine in _by_jax(rows).items():
+        cached = [r for r in mine if r["cache_dir"] and r["cache_state"] in (WARM, COLD)]
+        newest = {r["cache_dir"]: r for r in cached}
+        for cache_dir, row in newest.items():
+            if (row["cache_state"] == COLD and (jax, cache_dir) in warm_dirs
+                    and _warm_before(mine, row, same_dir=True) is None):
+                return False
+        if not cached or cached[-1]["cache_state"] != COLD or _warm_before(mine, cached[-1], same_dir=False):
+            continue
+        if jax in warm_jax:
+            return False  # its warm row is older than these rows
+        if warm_jax - {jax} and _older_jax_warm(rows, jax, cached[0]) is None:
+            return False  # another jax's warm row before the streak may be older than these rows
+    return True
+
+
 def _by_jax(rows: list[dict]) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {}
     for r in rows:
