@@ -20,6 +20,7 @@ from ledger.record import STATELESS_KEY
 from ledger.rows import key_text
 from ledger.storage import cell_ids
 from ledger.storage.open import open_ledger
+from ledger.watch.keys import key_join_sql, pinned_rows_sql
 
 from .conftest import examples, query, run_cli
 from .ledgers import add, rec
@@ -79,6 +80,7 @@ writes = st.one_of(
     st.tuples(st.just("probe"), records),
     st.tuples(st.just("merge"), st.lists(records, min_size=1, max_size=3)),
     st.tuples(st.just("fill-gap"), records),
+    st.tuples(st.just("pins")),
     key_update,
 )
 
@@ -97,6 +99,18 @@ def test_rows_share_a_cell_id_exactly_when_they_share_a_cell_after_any_writes(ba
                 apply(op, db, ledger.engine, Path(tmp))
             assert run_cli("check", "--db", db).exit_code in (0, 1)
             _cells_hold(ledger.engine)
+            _pins_meet_their_rows_through_cells(ledger.engine)
+
+
+def _pins_meet_their_rows_through_cells(engine) -> None:
+    """check's join of rows to pins (through the cell id on PostgreSQL) pairs exactly
+    what the comparability key pairs."""
+    with engine.connect() as conn:
+        d = conn.dialect.name
+        through = conn.execute(sa.text(f"SELECT r.id, p.id FROM {pinned_rows_sql(d)}")).all()
+        direct = conn.execute(sa.text(f"SELECT r.id, p.id FROM compile_records r JOIN pins p"
+                                      f" ON {key_join_sql('r', 'p', d)}")).all()
+    assert sorted(through) == sorted(direct)
 
 
 @pytest.mark.slow

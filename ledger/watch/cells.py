@@ -41,10 +41,10 @@ CACHE_PASSES_VERSION = 4
 _FIELDS = json.dumps({"cache_cell": CACHE_CELL, "passes": CACHE_PASSES_VERSION})
 
 
-def stamp_sql(dialect: str) -> str:
+def stamp_sql(dialect: str, alias: str = "") -> str:
     """"timestamp|id" with the id at fixed width: its MAX is the newest row (rows.py's
     order, in one text). Compared byte by byte on every backend, as Python compares it."""
-    stamp = f"{time_sql()} || '|' || CAST({_ID_PAD} + id AS TEXT)"
+    stamp = f"{time_sql(alias)} || '|' || CAST({_ID_PAD} + {alias + '.' if alias else ''}id AS TEXT)"
     return f"({stamp}) COLLATE \"C\"" if dialect == "postgresql" else stamp
 
 

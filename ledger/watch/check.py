@@ -28,7 +28,7 @@ from ledger.watch.findings import Earlier, cache_findings, earlier, link_pin
 from ledger.watch.health import BELOW_THRESHOLD_S, Kept, health_findings, since_filter
 from ledger.watch.history import HISTORY, TOLERANCE_RULE
 from ledger.watch.judge import Finding
-from ledger.watch.keys import key_join_sql, loaded_cause_sql, loaded_sql
+from ledger.watch.keys import loaded_cause_sql, loaded_sql, pinned_rows_sql
 from ledger.watch.kinds import INCONCLUSIVE, KINDS, OK, REGRESSION, order_sql
 
 TOLERANCE = 1.5
@@ -45,7 +45,6 @@ def _judge_sql(dialect: str, where: str, allow_loaded: bool = False) -> str:
     Only the rows with :above < id <= :top are judged; the pinned verdicts of run
     :prev (0: none) stand for the rows up to :above (see _reusable) and are grouped
     with them, as if judged again."""
-    match = key_join_sql("r", "p", dialect)
     newer = after_sql("r", time_sql("p"), "p.row_id")
     loaded = "1 = 0" if allow_loaded else loaded_sql("r")  # --allow-loaded: a loaded host's rows judged too
     # the key's own history judges where the pin has a threshold from it
@@ -61,7 +60,7 @@ def _judge_sql(dialect: str, where: str, allow_loaded: bool = False) -> str:
         "SELECT p.id AS pin_id, r.id AS row_id, r.compile_s,"
         f" CASE WHEN {loaded} THEN '{INCONCLUSIVE}' WHEN r.compile_s > {limit} AND r.compile_s - ({base}) > :min_diff"
         f" THEN '{REGRESSION}' ELSE '{OK}' END AS verdict, CASE WHEN {loaded} THEN {loaded_cause_sql('r')} END AS cause"
-        f" FROM compile_records r JOIN pins p ON {match}"
+        f" FROM {pinned_rows_sql(dialect)}"
         f" WHERE r.id > :above AND r.id <= :top AND {pinnable_sql('r')} AND {newer}{where}"
     )
     before = (f"SELECT pin_id, verdict, row_id, n_rows, compile_s, cause FROM verdicts WHERE check_run_id = :prev"
