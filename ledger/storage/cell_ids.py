@@ -34,21 +34,19 @@ def key_sql(dialect: str, table: str = "") -> str:
     return f"md5({text})" if dialect == "postgresql" else text
 
 
-def assign(conn, where: str = "cell_id IS NULL") -> int:
-    """Give every row matching `where` (by default: every row without one) its cell,
-    adding the cells not yet seen; returns how many rows it gave one. Two statements,
-    found through the index on cell_id: a writer's batch pays for its own rows only."""
+def assign(conn) -> int:
+    """Give every row without a cell its cell, adding the cells not yet seen; returns how
+    many rows it gave one. Two statements, found through the index on cell_id: a
+    writer's batch pays for its own rows only."""
     d = conn.dialect.name
     cols = ", ".join(CELL_COLUMNS)
     conn.exec_driver_sql(
         f"INSERT INTO cells (key, {cols}) SELECT DISTINCT {key_sql(d)}, {cols} FROM compile_records"
-        f" WHERE {where} ON CONFLICT (key) DO NOTHING")
+        " WHERE cell_id IS NULL ON CONFLICT (key) DO NOTHING")
     if d == "postgresql":
-        sql = (f"UPDATE compile_records SET cell_id = c.id FROM cells c"
-               f" WHERE ({where.replace('cell_id', 'compile_records.cell_id')})"
+        sql = ("UPDATE compile_records SET cell_id = c.id FROM cells c WHERE compile_records.cell_id IS NULL"
                f" AND c.key = {key_sql(d, 'compile_records')}")
     else:  # the correlated form: UPDATE ... FROM needs SQLite 3.33, and a node may have less
         sql = (f"UPDATE compile_records SET cell_id = (SELECT c.id FROM cells c"
-               f" WHERE c.key = {key_sql(d, 'compile_records')}) WHERE {where}")
+               f" WHERE c.key = {key_sql(d, 'compile_records')}) WHERE cell_id IS NULL")
     return conn.exec_driver_sql(sql).rowcount
-

@@ -97,15 +97,17 @@ def summarize(conn, above: int = 0, upto: int | None = None) -> dict[str, tuple]
             (r.newest, r.last_warm, r.first_cold, int(r.n_cold or 0)) for r in found}
 
 
-def cell_values(conn, ids) -> dict[int, dict]:
-    """{cell id: the cell's values} (ledger/storage/cell_ids.py), of the ids asked for."""
-    ids, out = sorted(ids), {}
-    cols = [models.cells.c[n] for n in CELL_COLUMNS]
-    for start in range(0, len(ids), 500):
-        chunk = ids[start:start + 500]
-        for r in conn.execute(sa.select(models.cells.c.id, *cols).where(models.cells.c.id.in_(chunk))).mappings():
-            out[r["id"]] = {n: r[n] for n in CELL_COLUMNS}
-    return out
+def cell_values(conn, ids=None) -> dict[int, dict]:
+    """{cell id: the cell's values} (ledger/storage/cell_ids.py), of the ids asked for
+    (500 a query), or of every cell (None: one query)."""
+    select = sa.select(models.cells.c.id, *(models.cells.c[n] for n in CELL_COLUMNS))
+    if ids is None:
+        found = conn.execute(select).mappings().all()
+    else:
+        ids, found = sorted(ids), []
+        for start in range(0, len(ids), 500):
+            found += conn.execute(select.where(models.cells.c.id.in_(ids[start:start + 500]))).mappings().all()
+    return {r["id"]: {n: r[n] for n in CELL_COLUMNS} for r in found}
 
 
 def _combine(a: tuple, b: tuple) -> tuple:

@@ -6,8 +6,9 @@ The kept cache cells (ledger/watch/cells.py: a row per cell, jax version and cac
 with its newest row and state, its last warm row and its cold count) say which lineages
 can hold a finding: one with a cache cell whose newest row is cold, or whose newest row
 has no cache dir after a warm one. Only those lineages' rows are read, through the index
-on each row's cell id (revision 0018: ledger/storage/cell_ids.py); a lineage with no row since the previous check keeps that check's findings, as facts
-(verdicts.facts), unless a prune since could change its cause.
+on each row's cell id (revision 0018: ledger/storage/cell_ids.py), from where their
+judgement starts (_start); a lineage with no row since the previous check keeps that
+check's findings, as facts (verdicts.facts), unless a prune since could change its cause.
 
 A cell here is the comparability key without cache_state (record.STATELESS_KEY); a
 lineage is that without jax_version, so a bump is seen as the same cell moving on.
@@ -22,7 +23,6 @@ import sqlalchemy as sa
 
 from ledger.record import COLD, NONE, STATELESS_KEY, WARM
 from ledger.rows import key_text, ok_sql, oldest_first
-from ledger.storage import models
 from ledger.watch import cells
 from ledger.watch.causes import C_EMPTIED, C_EVICTED, C_KEY_CHANGED, C_PRUNED, C_SAME_KEY, fetch_rows
 from ledger.watch.cells import Group
@@ -115,15 +115,16 @@ def cache_findings(conn, summaries: dict[str, tuple], filters: dict | None, sinc
             wanted[lineage] = groups
     if wanted:
         ev = Evidence(conn)
+        mine = _cells_of(conn, set(wanted))
         starts = {lineage: _start(groups) for lineage, groups in wanted.items()}
         whole = {}
-        for lineage, rows in _rows_by_cell(conn, starts).items():
+        for lineage, rows in _rows_by_cell(conn, mine, starts).items():
             warm_dirs = {(g.values["jax_version"], g.values["cache_dir"]) for g in wanted[lineage] if g.last_warm}
             if starts[lineage] is None or newest_enough(rows, warm_dirs):
                 found += judge(rows, ev)
             else:
                 whole[lineage] = None
-        for rows in _rows_by_cell(conn, whole).values():
+        for rows in _rows_by_cell(conn, mine, whole).values():
             found += judge(rows, ev)
     if since is not None:
         times = {r["id"]: r["timestamp"] or "" for r in fetch_rows(conn, [f.row_id for f in found]).values()}
@@ -173,16 +174,22 @@ def _start(groups: list[Group]) -> str | None:
     return min([g.last_warm for g in warm] + never)
 
 
-def _rows_by_cell(conn, starts: dict[str, str | None]) -> dict[str, list[dict]]:
-    """lineage_rows for check, through the index on cell_id (revision 0018): the rows of
-    the cells of each lineage asked for, from its start (a stamp, cells.stamp_sql; None:
-    every row), oldest first, a few hundred cells a query."""
+def _cells_of(conn, lineages: set[str]) -> dict[str, list[int]]:
+    """The cell ids (revision 0018) of each lineage asked for."""
     mine: dict[str, list[int]] = {}
-    for cell, values in cells.cell_values(conn, conn.execute(sa.select(models.cells.c.id)).scalars()).items():
+    for cell, values in cells.cell_values(conn).items():
         lineage = lineage_text(values)
-        if lineage in starts:
+        if lineage in lineages:
             mine.setdefault(lineage, []).append(cell)
+    return mine
+
+
+def _rows_by_cell(conn, mine: dict[str, list[int]], starts: dict[str, str | None]) -> dict[str, list[dict]]:
+    """lineage_rows for check, through the index on cell_id (revision 0018): the rows of
+    the cells (`mine`: _cells_of) of each lineage in `starts`, from its start (a stamp,
+    cells.stamp_sql; None: every row), oldest first, a few hundred cells a query."""
     out: dict[str, list[dict]] = {k: [] for k in starts}
+    mine = {lineage: ids for lineage, ids in mine.items() if lineage in starts}
     lineage_of = {cell: lineage for lineage, ids in mine.items() for cell in ids}
     cols = tuple(dict.fromkeys(("cell_id", *COLUMNS)))
     stamp = cells.stamp_sql(conn.dialect.name, "r")
