@@ -287,15 +287,21 @@ def test_a_builder_that_never_returns_is_killed_at_the_timeout_and_nothing_is_st
     (tmp_path / "sleeper.py").write_text(SLEEPER)
     assert _ledger("db", "upgrade", "--db", db).returncode == 0
     cache = tmp_path / "jax-cache"
-    started = time.monotonic()
-    run = _ledger("predict", "--objective", "sleeper:build", "--cache-dir", cache, "--db", db,
-                  "--timeout", "3", cwd=tmp_path)
-    assert time.monotonic() - started < 30
-    assert run.returncode == 2, run.stderr
-    assert run.stdout == ""
-    assert run.stderr.splitlines() == [(
-        "error: predict timed out after 3 s: objective sleeper:build did not build and trace in time "
-        "(its process was killed); give a longer --timeout if it needs more")]
+    # 3 s is enough for the child to import jax and reach build() on a quiet machine; on a
+    # loaded one (CI runs the legs beside the suite) it may be killed before it writes its
+    # pids, which proves nothing about the helper it starts, so a longer limit is tried once.
+    for timeout in (3, 30):
+        started = time.monotonic()
+        run = _ledger("predict", "--objective", "sleeper:build", "--cache-dir", cache, "--db", db,
+                      "--timeout", str(timeout), cwd=tmp_path)
+        assert time.monotonic() - started < timeout + 27
+        assert run.returncode == 2, run.stderr
+        assert run.stdout == ""
+        assert run.stderr.splitlines() == [(
+            f"error: predict timed out after {timeout} s: objective sleeper:build did not build and "
+            "trace in time (its process was killed); give a longer --timeout if it needs more")]
+        if (tmp_path / "pids").exists():
+            break
     assert query(db, "SELECT COUNT(*) FROM predictions") == [(0,)]
     pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
     deadline = time.monotonic() + 5
