@@ -373,6 +373,7 @@ def diff(db=None, a: str | None = None, b: str | None = None, *, by_test: bool |
 
 def report(db=None, *, filters: dict | None = None, predictions: bool = True) -> str:
     """`ledger report`: the markdown report (``predictions``: how often predict held)."""
+    from ledger import savings
     from ledger.filters import refuse_unmatched
     from ledger.report import health, lines, recorded, saved, text, todo
     from ledger.report import predictions as scored
@@ -381,8 +382,9 @@ def report(db=None, *, filters: dict | None = None, predictions: bool = True) ->
     with _open(db, "read") as ledger:
         with ledger.engine.connect() as conn:  # a typo'd filter is not an empty report
             refuse_unmatched(conn, filters, "nothing to report")
-        out = text.markdown(lines.build(ledger.engine, filters), recorded.build(ledger.engine, filters),
-                            saved.per_day(ledger.engine, filters), todo.markdown(ledger.engine, filters))
+        costs_of = savings.ColdCosts()  # the programs and the time saved: mostly the same cells
+        out = text.markdown(lines.build(ledger.engine, filters), recorded.build(ledger.engine, filters, costs_of),
+                            saved.per_day(ledger.engine, filters, costs_of), todo.markdown(ledger.engine, filters))
         out += "\n" + health.markdown(ledger.engine, filters)
         if predictions:
             out += scored.markdown(ledger.engine, filters.get("hostname"))

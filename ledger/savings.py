@@ -120,6 +120,22 @@ def cold_costs(conn, cells: set[tuple]) -> dict[tuple, Cost]:
             for c in cells if c in quiet or c in loaded}
 
 
+class ColdCosts:
+    """cold_costs for a report's several sections, each cell read at most once: the
+    programs' newest runs and the time-saved days are mostly the same cells, and each
+    read is a scan of the cold rows of their functions."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple, Cost] = {}
+        self._read: set[tuple] = set()
+
+    def __call__(self, conn, cells: set[tuple]) -> dict[tuple, Cost]:
+        if missing := cells - self._read:
+            self._known.update(cold_costs(conn, missing))
+            self._read |= missing
+        return {c: self._known[c] for c in cells if c in self._known}
+
+
 def cell_of(row) -> tuple:
     return key_values(row, CELL)
 
@@ -150,11 +166,13 @@ def saved(n_warm: int, warm_s: float, cost: Cost | None, jax_s: int | None = Non
     return Saved(unknown=n_warm)
 
 
-def of_rows(conn, rows: list[dict], entries: dict[str, int | None] | None = None) -> list[Saved]:
+def of_rows(conn, rows: list[dict], entries: dict[str, int | None] | None = None,
+            costs_of=cold_costs) -> list[Saved]:
     """What each warm row saved (each with CELL's columns, compile_s, cache_dir and
     cache_key). ``entries``: JAX's seconds by cache key where the caller read them
-    (`ledger cache`); else the entry is looked for in the row's cache dir."""
-    costs = cold_costs(conn, {cell_of(r) for r in rows})
+    (`ledger cache`); else the entry is looked for in the row's cache dir. ``costs_of``:
+    a ColdCosts where a report reads the same cells again."""
+    costs = costs_of(conn, {cell_of(r) for r in rows})
     read: dict[tuple, int | None] = {}
     out = []
     for r in rows:

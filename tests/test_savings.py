@@ -86,6 +86,24 @@ def test_each_branch_of_the_definition(saved_ledger):
     assert savings.words(savings.Saved()) == "nothing (no warm compile)"
 
 
+def test_a_reports_cold_costs_are_cold_costs_read_once_per_cell(saved_ledger, tmp_path):
+    db, cache = saved_ledger
+    with open_ledger(str(db), "read") as ledger, ledger.engine.connect() as conn:
+        rows = [dict(r) for r in conn.exec_driver_sql(
+            "SELECT * FROM compile_records WHERE cache_state = 'warm' ORDER BY id").mappings()]
+        cells = [savings.cell_of(r) for r in rows]
+        first, rest = set(cells[:2]), set(cells)
+        costs_of = savings.ColdCosts()
+        assert costs_of(conn, first) == savings.cold_costs(conn, first)
+        whole = savings.cold_costs(conn, rest)
+        assert costs_of(conn, rest) == whole and len(whole) == 3  # jit_loss, jit_busy, jit_fast
+    # a cold row written now is not read again by the same report's ColdCosts: a cell is read once
+    add(db, tmp_path, {**_rows(str(cache))[0], "compile_s": 100.0, "compile_index": 99, "run_id": "late"})
+    with open_ledger(str(db), "read") as ledger, ledger.engine.connect() as conn:
+        assert savings.cold_costs(conn, rest) != whole
+        assert costs_of(conn, rest) == whole
+
+
 @pytest.mark.slow  # a ledger built, then four commands read it: over the fast tier's 0.3 s of CPU
 def test_runs_diff_the_report_and_the_cache_say_the_same_seconds(saved_ledger, tmp_path):
     db, cache = saved_ledger

@@ -445,8 +445,9 @@ def write_html(engine, path, filters: dict | None = None) -> tuple[int, int]:
         charted = _charted(lines)
         drawn = [ln for _, group in rl.group_by_host(lines) if group[0].host in charted for ln in chosen(group)]
         points = rl.series(conn, filters, per_key=100, only=drawn)
-        programs = programs_html(recorded.programs(conn, filters))
-    days = saved.per_day(engine, filters)
+        costs_of = savings.ColdCosts()  # the programs and the time saved: mostly the same cells
+        programs = programs_html(recorded.programs(conn, filters, costs_of))
+    days = saved.per_day(engine, filters, costs_of)
     after = "\n".join([from_markdown(health.markdown(engine, filters)), time_saved(days),
                        from_markdown(predictions.markdown(engine, (filters or {}).get("hostname")))])
     atomic_write(path, page(lines, points, programs, after, todo.markdown(engine, filters)))

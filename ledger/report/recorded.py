@@ -133,15 +133,16 @@ def _program(command: str, run: str, rows: list[dict], saved: dict[int, savings.
     return Program(command, run, rows[-1]["timestamp"], rows[-1]["hostname"], fns)
 
 
-def programs(conn, filters: dict | None = None) -> list[Program]:
+def programs(conn, filters: dict | None = None, costs_of=savings.cold_costs) -> list[Program]:
     """Each recorded command's newest run, its functions by total compile time (tracing,
-    lowering and XLA), its time and what the cache removed (`ledger runs`' line)."""
+    lowering and XLA), its time and what the cache removed (`ledger runs`' line;
+    ``costs_of``: savings.of_rows')."""
     from ledger.report.runs import list_runs_of, saved_rows
 
     where, params = _where(filters)
     out = []
     newest = _newest_runs(conn, where, params)
-    warm = saved_rows(conn, list(newest.values()))  # one read of their cells' cold rows, for runs and functions
+    warm = saved_rows(conn, list(newest.values()), costs_of)  # one read of their cells' cold rows, for runs and functions
     runs = {r.run_id: r for r in list_runs_of(conn, list(newest.values()), warm)}
     saved = {r["id"]: s for r, s in warm}
     for command, run in newest.items():
@@ -150,7 +151,7 @@ def programs(conn, filters: dict | None = None) -> list[Program]:
     return sorted(out, key=lambda p: p.command)
 
 
-def build(engine, filters: dict | None = None) -> list[Program]:
+def build(engine, filters: dict | None = None, costs_of=savings.cold_costs) -> list[Program]:
     with engine.connect() as conn:
-        return programs(conn, filters)
+        return programs(conn, filters, costs_of)
 

@@ -110,13 +110,14 @@ def _what(row: dict, transforms: list[str]) -> str:
     return f"{row['objective'] or '?'} ({', '.join(transforms)})"
 
 
-def saved_rows(conn, run_ids: list[str]) -> list[tuple[dict, savings.Saved]]:
-    """Each warm row of the runs (its id and run id) with what it saved (ledger/savings.py)."""
+def saved_rows(conn, run_ids: list[str], costs_of=savings.cold_costs) -> list[tuple[dict, savings.Saved]]:
+    """Each warm row of the runs (its id and run id) with what it saved (ledger/savings.py;
+    ``costs_of``: savings.of_rows')."""
     cols = ", ".join(savings.CELL)
     sql = _among(f"SELECT id, run_id, {cols}, compile_s, cache_dir, cache_key FROM compile_records"
                  f" WHERE run_id IN :ids AND cache_state = '{WARM}' AND {ok_sql()} AND compile_s IS NOT NULL")
     warm = [dict(r) for r in conn.execute(sql, {"ids": run_ids}).mappings()]
-    return list(zip(warm, savings.of_rows(conn, warm)))
+    return list(zip(warm, savings.of_rows(conn, warm, costs_of=costs_of)))
 
 
 def saved_by_run(conn, run_ids: list[str], rows: list | None = None) -> dict[str, savings.Saved]:

@@ -68,12 +68,13 @@ def _groups(conn, filters: dict | None) -> list[dict]:
     return [dict(r) for r in conn.execute(sa.text(sql), params).mappings()]
 
 
-def per_day(engine, filters: dict | None = None) -> list[Day]:
+def per_day(engine, filters: dict | None = None, costs_of=savings.cold_costs) -> list[Day]:
     """Host and cache dir, then newest day first; at most DAYS days of each. A cell's warm
-    compiles of one day saved their number times its cold cost, less what they took."""
+    compiles of one day saved their number times its cold cost, less what they took
+    (``costs_of``: savings.of_rows')."""
     with engine.connect() as conn:
         groups = _groups(conn, filters)
-        costs = savings.cold_costs(conn, {savings.cell_of(g) for g in groups if g["n_warm"]})
+        costs = costs_of(conn, {savings.cell_of(g) for g in groups if g["n_warm"]})
     days: dict[tuple, Day] = {}
     for g in groups:
         at = (g["hostname"], g["cache_dir"], g["day"])
