@@ -103,6 +103,8 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "jax_legs: reads JAX internals (probes/jax_internals.py): the probe's evidence,"
                             " cache-key components, predict, the recorder's truth; ci/jax_legs.sh runs its non-server cases"
                             " on the declared jax floor and the newest jax")
+    config.addinivalue_line("markers", "legs_covered: a jax_legs case whose JAX path another case of the legs takes;"
+                            " ci/jax_legs.sh leaves it to the main suite")
     config.addinivalue_line("markers", "slow: over 0.3 s on a 2-core machine without a compile: many processes,"
                             " a lock or a timeout waited for, a property test (left out of make test-fast)")
     alone.configure(config)
