@@ -76,11 +76,13 @@ def _shown_sql(where: str) -> str:
 
 
 def _newest_rows_sql(where: str) -> str:
+    # the window ranks ids only and the newest rows are read after it by id: carrying every
+    # shown column through the window's sort was a third of its time at 250k rows
+    cols = ", ".join(f"r.{c}" for c in (*GROUP, "cache_state", "id", "compile_s", "tag", "timestamp"))
     return (
-        f"SELECT {', '.join(GROUP)}, cache_state, id, compile_s, tag, timestamp, loaded FROM ("
-        f" SELECT {_NEWEST}, id, compile_s, tag, timestamp, CASE WHEN {LOADED_SQL} THEN 1 ELSE 0 END AS loaded,"
-        f"  {_RANKED} FROM compile_records r WHERE {_shown_sql(where)}"
-        ") newest WHERE rn = 1"
+        f"SELECT {cols}, CASE WHEN {LOADED_SQL} THEN 1 ELSE 0 END AS loaded FROM compile_records r JOIN ("
+        f" SELECT id FROM (SELECT r.id, {_RANKED} FROM compile_records r WHERE {_shown_sql(where)}) ranked"
+        " WHERE rn = 1) newest ON newest.id = r.id"
     )
 
 
