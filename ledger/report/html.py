@@ -27,7 +27,7 @@ matplotlib.use("Agg")  # before anything draws: CI machines have no display
 from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.ticker import NullFormatter
+from matplotlib.ticker import NullLocator
 
 from ledger import savings
 from ledger.files import atomic_write
@@ -108,6 +108,7 @@ def bar_chart(title: str, lines: list[Line]) -> str:
     ax.invert_yaxis()
     if any(v > 0 for v in warm + cold):
         ax.set_xscale("log")
+        ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlabel("compile_s (log)")
     ax.set_title(f"cold vs warm compile: {title}" + (f" (the {BARS} costliest)" if len(labels) == BARS else ""),
                  fontsize=10)
@@ -163,7 +164,8 @@ def _draw_cell(ax, ln: Line, points: list[dict]) -> None:
     values = [p["compile_s"] for p in points if p["compile_s"] is not None] + ([pin] if pin is not None else [])
     if values and min(values) > 0 and max(values) / min(values) > 10:
         ax.set_yscale("log")  # warm and cold differ by up to 100x: both stay readable
-        ax.yaxis.set_minor_formatter(NullFormatter())
+        # (over a decade, so a labelled decade at least; minor ticks, unlabelled, were a third of drawing the panels)
+        ax.yaxis.set_minor_locator(NullLocator())
     locator = AutoDateLocator()
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
