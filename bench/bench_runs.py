@@ -6,7 +6,7 @@ same open).
 The ledger is made at head and filled by plain INSERTs of recorded rows (61 functions,
 the rest eager primitives; one run in five cold, the rest warm), then each command runs
 as a fresh process: best of 5. Targets: runs and diff within 1 s each; the HTML report
-within 10x the floor and at most 2 MB.
+within 5x the floor (issue 33; it was 10x) and at most 2 MB.
 Run: .venv/bin/python bench/bench_runs.py [RUNS] [COMPILES]
 """
 
@@ -78,7 +78,7 @@ def main() -> None:
               f"{'PASS' if best[name] <= TARGET_S else 'FAIL'} (target: within {TARGET_S:.0f} s)")
     ratio = best["report --html"] / best["floor"]
     print(f"ledger report --html: {best['report --html']:.2f} s = {ratio:.2f}x the floor, {size / 1e6:.2f} MB: "
-          f"{'PASS' if ratio <= 10 and size <= 2e6 else 'FAIL'} (target: within 10x, at most 2 MB)")
+          f"{'PASS' if ratio <= 5 and size <= 2e6 else 'FAIL'} (target: within 5x, at most 2 MB)")
 
 
 if __name__ == "__main__":
