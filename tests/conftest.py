@@ -105,8 +105,9 @@ def pytest_configure(config):
                             " on the declared jax floor and the newest jax")
     config.addinivalue_line("markers", "legs_covered: a jax_legs case whose JAX path another case of the legs takes;"
                             " ci/jax_legs.sh leaves it to the main suite")
-    config.addinivalue_line("markers", "slow: over 0.3 s on a 2-core machine without a compile: many processes,"
-                            " a lock or a timeout waited for, a property test (left out of make test-fast)")
+    config.addinivalue_line("markers", "slow: over 0.3 s on a 2-core machine without a compile (or over half"
+                            " of it on average: too near the budget for a noisy machine's CPU time): many processes, a lock or"
+                            " a timeout waited for, a property test, three ledgers built (left out of make test-fast)")
     alone.configure(config)
     if os.environ.get(TIER_ENV) == "fast":
         os.environ["JAX_PLATFORMS"] = NO_PLATFORM  # read when jax first picks a backend, here or in a child

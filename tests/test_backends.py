@@ -58,6 +58,7 @@ def test_import_is_idempotent_across_a_downgrade_round_trip(any_db):
     assert dict(query(any_db, STATES_SQL)) == CORPUS_STATES
 
 
+@pytest.mark.slow
 def test_export_reimports_into_the_other_backend_unchanged(any_db, tmp_path):
     exported = json.loads(_ok("export", "--db", _loaded(any_db)))
     other = tmp_path / "other.db"

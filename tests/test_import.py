@@ -164,6 +164,7 @@ def test_hardware_comes_from_the_tree_when_missing(tmp_path, db):
     assert query(db, "SELECT hardware FROM compile_records") == [("local_gpu_NVIDIA_A100",)]
 
 
+@pytest.mark.slow
 def test_export_json_reimports_without_duplicates_and_with_same_states(tmp_path, db):
     write_json(tmp_path / "extra.json", [dict(GOOD, tag="r", cache_state="warm", host_state={"cpu_count": 2, "load_avg_1m": 0.1})])
     assert run_cli("import", CORPUS, tmp_path / "extra.json", "--db", db).exit_code == 0

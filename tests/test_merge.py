@@ -96,6 +96,7 @@ def test_merged_pins_are_the_pins_of_the_whole(any_db, tmp_path):
     assert query(any_db, "SELECT count(*) FROM verdicts") == [(0,)]
 
 
+@pytest.mark.slow
 def test_a_key_pinned_on_both_sides_keeps_this_ledgers_pin_and_says_so(tmp_path, db):
     (rec,) = [r for r in compile_records_of_corpus() if r["tag"] == "cache-warm"]
     here = _node(db, write_json(tmp_path / "here.json", [rec]))
@@ -111,6 +112,7 @@ def test_a_key_pinned_on_both_sides_keeps_this_ledgers_pin_and_says_so(tmp_path,
     assert query(here, "SELECT count(*) FROM compile_records") == [(2,)]
 
 
+@pytest.mark.slow
 def test_the_same_row_with_another_cache_state_is_a_conflict(tmp_path, db):
     (rec,) = [r for r in compile_records_of_corpus() if r["tag"] == "cache-warm"]
     _node(db, write_json(tmp_path / "here.json", [rec]), pin=False)
@@ -123,6 +125,7 @@ def test_the_same_row_with_another_cache_state_is_a_conflict(tmp_path, db):
     assert query(db, "SELECT cache_state FROM compile_records") == [("warm",)]
 
 
+@pytest.mark.slow
 def test_an_older_source_is_upgraded_in_a_copy_and_left_byte_identical(tmp_path, db):
     old = db_at(tmp_path / "old.db", "0001")
     insert_legacy(old, compile_records_of_corpus())
@@ -173,6 +176,7 @@ def test_the_installed_command_merges(tmp_path):
     assert out.stdout.splitlines()[-1] == f"1 ledgers merged into {tmp_path / 'all.db'}: 78 compile rows added"
 
 
+@pytest.mark.slow
 def test_a_server_ledger_merges_into_a_file(any_db, tmp_path):
     """A node that wrote to a server (or a file) gathered into a laptop's file."""
     _node(any_db, CORPUS)
@@ -565,6 +569,7 @@ def _pruned_node(path, tmp_path):
     return path, f"pruned: entry removed by ledger cache prune at {when} ({reason})"
 
 
+@pytest.mark.slow
 def test_cache_prunes_arrive_once_with_every_column_and_explain_names_them_here(any_db, tmp_path):
     node, cause = _pruned_node(tmp_path / "node.db", tmp_path)
     assert len(query(node, PRUNES_SQL)) == 3
