@@ -31,10 +31,11 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 WHEELS="$ROOT/.whl-tpu"
 PYVER=${LEDGER_TPU_PYTHON:-3.11}
 # What the ledger imports beyond the standard library and JAX, as tested here (the
-# versions of the checkout's .venv when this was written); typer vendors click, and needs pydantic.
+# versions of the checkout's .venv when this was written); typer vendors click (and is
+# held below 0.29, which needs pydantic: pyproject.toml says why).
 DEPS="sqlalchemy==2.1.9 typing_extensions==4.16.0 alembic==1.20.1 mako==1.4.3 markupsafe==3.0.4 psutil==7.2.2
-      typer==0.29.2 annotated-doc==0.0.7 shellingham==1.5.4 rich==15.0.0 markdown-it-py==4.3.0 mdurl==0.1.2
-      pygments==2.21.0 pydantic==2.14.4 pydantic-core==2.50.5 annotated-types==0.8.0 typing-inspection==0.4.5"
+      typer==0.28.0 annotated-doc==0.0.7 shellingham==1.5.4 rich==15.0.0 markdown-it-py==4.3.0 mdurl==0.1.2
+      pygments==2.21.0"
 
 die() { echo "ci/tpu.sh: $*" >&2; exit 1; }
 

@@ -28,6 +28,7 @@ def _run(*args, env=None, cwd=None):
     return subprocess.run([LEDGER, *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd, check=False)
 
 
+@pytest.mark.slow
 def test_help_does_not_import_jax_or_sqlalchemy():
     code = (
         "import sys\n"
@@ -37,6 +38,21 @@ def test_help_does_not_import_jax_or_sqlalchemy():
         "assert r.exit_code == 0, r.output\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'jaxlib', 'sqlalchemy', 'alembic')"
         " or m.startswith('ledger.probes')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_a_command_does_not_import_pydantic(tmp_path):
+    """typer 0.29 builds a pydantic TypeAdapter for every parameter a command parses
+    (65 ms of each command's start-up): pyproject.toml keeps typer below it."""
+    code = (
+        "import sys\n"
+        "from ledger.cli import app\n"
+        "from typer.testing import CliRunner\n"
+        f"r = CliRunner().invoke(app, ['sql', 'SELECT 1', '--db', {str(tmp_path / 'x.db')!r}])\n"
+        "assert r.exit_code == 1 and r.output.startswith('error: no ledger database at'), r.output\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_core')))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
