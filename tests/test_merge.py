@@ -11,6 +11,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import zlib
 from contextlib import contextmanager
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from ledger.merge import scratch as merge_scratch
 from ledger.merge.predictions import COLUMNS
 from ledger.merge.prunes import COLUMNS as PRUNE_COLUMNS
 from ledger.predict.store import SCORED_SQL, save
@@ -264,6 +266,30 @@ def _wait_for(predicate, proc, what, limit=60.0):
 def _fingerprint(db) -> list:
     return [query(db, f"SELECT * FROM {t} ORDER BY id") for t in ("compile_records", "instrument_records", "pins",
                                                                   "pin_history", "cache_prunes")]
+
+
+def _watchers() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name == "ledger-merge-signals"]
+
+
+def test_a_merge_returns_when_it_is_over_not_at_its_signal_watchers_next_poll(monkeypatch):
+    """The watcher of SIGTERM and SIGINT is woken when the merge is over: with an hour's
+    poll the scratch folder's context still ends at once (it waited up to 0.1 s, the
+    poll, on every merge). An alarm fails the case instead of a hang."""
+    monkeypatch.setattr(merge_scratch, "_POLL_S", 3600.0)
+
+    def late(signum, frame):
+        raise TimeoutError("the merge waited for its signal watcher's poll: the watcher was not woken")
+
+    before = signal.signal(signal.SIGALRM, late)
+    signal.alarm(10)
+    try:
+        with merge_scratch.scratch_dir() as path:
+            assert path.is_dir() and _watchers() == ["ledger-merge-signals"]
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)
+    assert not path.exists() and _watchers() == []
 
 
 @pytest.mark.slow
