@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ledger.record import COMPILE_FIELDS, DURATION_FIELDS, LEGACY_FIELDS
 
-from .conftest import CORPUS, PgDb, insert_legacy, migrate, query, run_cli, write_json
+from .conftest import CORPUS, PgDb, insert_legacy, migrate, pg_renew_at_head, query, run_cli, write_json
 
 # Derived, not kept by a downgrade: rebuilt from upto 0 by the next check (0009's docstring).
 DERIVED = {"cache_cells", "cache_cells_state", "alembic_version"}
@@ -177,9 +177,11 @@ def _at_head(db: Path) -> None:
 
 def add(db, tmp_path, *records) -> list[int]:
     """Import the records (a real `ledger import`) into a SQLite file or a PostgreSQL
-    database; returns the new rows' ids. A new SQLite file starts at head (_at_head)."""
-    if isinstance(db, PgDb):  # a fresh PostgreSQL database has no tables yet
-        assert run_cli("db", "upgrade", "--db", db).exit_code == 0
+    database; returns the new rows' ids. A new SQLite file or an empty PostgreSQL
+    database starts at head, a copy of one the chain built (_at_head, pg_renew_at_head)."""
+    if isinstance(db, PgDb):  # a fresh PostgreSQL database has no tables yet: a copy at head
+        if query(db, "SELECT to_regclass('alembic_version') IS NULL") == [(True,)]:
+            pg_renew_at_head(db)
     elif not db.exists():
         _at_head(db)
     before = query(db, "SELECT coalesce(max(id), 0) FROM compile_records")[0][0] if _exists(db) else 0

@@ -48,8 +48,8 @@ operations = st.lists(st.tuples(write, st.booleans()), min_size=1, max_size=8)
 
 @contextmanager
 def fresh(backend: str):
-    if backend == "postgresql":
-        with pg_database() as db:
+    if backend == "postgresql":  # at head: each case upgrades (a no-op then) or adds through add()
+        with pg_database(at_head=True) as db:
             yield db
     else:
         with tempfile.TemporaryDirectory() as tmp:
