@@ -18,6 +18,7 @@ import json
 import shutil
 import sqlite3
 import uuid
+import warnings
 
 import pytest
 from hypothesis import event, example, given, reject, settings
@@ -171,8 +172,13 @@ def _every_command_reads(db, tmp_path) -> None:
     for args in (("check",), ("pins", "update"), ("check", "--json"), ("report",),
                  ("report", "--html", tmp_path / "r.html"), ("export", "-o", tmp_path / "e.json"),
                  ("export", "-f", "csv", "-o", tmp_path / "e.csv")):
-        result = run_cli(*args, "--db", db)
+        with warnings.catch_warnings(record=True) as warned:  # what a user would see on stderr
+            warnings.simplefilter("ignore")
+            for shown in (UserWarning, RuntimeWarning):
+                warnings.simplefilter("always", shown)
+            result = run_cli(*args, "--db", db)
         _no_exception(result)
+        assert [str(w.message) for w in warned] == [], args
         # check exits 1 on a regression it found; nothing else may fail
         assert result.exit_code in ((0, 1) if args[0] == "check" else (0,)), (args, result.output)
     # what export wrote goes back in: the rows were storable, and still are

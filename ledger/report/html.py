@@ -127,13 +127,14 @@ def _time(ts):
     return t.astimezone(timezone.utc).replace(tzinfo=None) if t is not None and t.tzinfo else t
 
 
-# Beyond this a value has no room for the axis margins (matplotlib's limits overflow to inf):
-# such a value (a hand-edited row, merged or imported) stays in the table, out of the chart.
-CHART_MAX_S = 1e300
+# Beyond these a value has no room for the axis margins (matplotlib's limits overflow to
+# inf, or on a log axis underflow to 0, and it warns on stderr): such a value (a hand-edited
+# row, merged or imported) stays in the table, out of the chart. Zero is drawn.
+CHART_MAX_S, CHART_MIN_S = 1e300, 1e-300
 
 
 def _fits(value) -> bool:
-    return value is None or abs(value) < CHART_MAX_S
+    return value is None or value == 0 or CHART_MIN_S < abs(value) < CHART_MAX_S
 
 
 def _drawable(points: list[dict]) -> list[dict]:
