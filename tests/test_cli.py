@@ -20,6 +20,7 @@ from .conftest import (
     db_at,
     run_cli,
 )
+from .ledgers import add, rec
 
 LEDGER = Path(sys.executable).with_name("ledger")
 
@@ -43,16 +44,22 @@ def test_help_does_not_import_jax_or_sqlalchemy():
     assert out.strip() == "[]"
 
 
-def test_a_command_does_not_import_pydantic(tmp_path):
-    """typer 0.29 builds a pydantic TypeAdapter for every parameter a command parses
-    (65 ms of each command's start-up): pyproject.toml keeps typer below it."""
+@pytest.mark.slow  # a fresh interpreter: 0.15 s of CPU or more, over half the fast budget
+def test_a_query_imports_neither_pydantic_nor_jax_nor_sqlalchemy(tmp_path):
+    """`ledger sql` answers from the standard library's sqlite3: none of the heavy
+    modules (bench/bench_cli_startup.py's list), nor pydantic, which typer 0.29 imports
+    to build a TypeAdapter for every parameter a command parses (65 ms of each command's
+    start-up): pyproject.toml keeps typer below it."""
+    db = tmp_path / "x.db"
+    add(db, tmp_path, rec())
     code = (
         "import sys\n"
         "from ledger.cli import app\n"
         "from typer.testing import CliRunner\n"
-        f"r = CliRunner().invoke(app, ['sql', 'SELECT 1', '--db', {str(tmp_path / 'x.db')!r}])\n"
-        "assert r.exit_code == 1 and r.output.startswith('error: no ledger database at'), r.output\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_core')))\n"
+        f"r = CliRunner().invoke(app, ['sql', 'SELECT count(*) AS n FROM compile_records', '--db', {str(db)!r}])\n"
+        "assert r.exit_code == 0 and r.output.splitlines()[-1].strip() == '1', r.output\n"
+        "heavy = ('pydantic', 'pydantic_core', 'jax', 'jaxlib', 'sqlalchemy', 'alembic', 'matplotlib')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m.startswith('ledger.probes')))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

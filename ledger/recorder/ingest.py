@@ -30,7 +30,6 @@ import time
 from ledger.recorder import spool
 from ledger.recorder.hook import warn_once
 from ledger.recorder.processes import Processes
-from ledger.recorder.tally import CacheTally
 
 HOLD_S = 10.0  # a record whose duration event never came goes in with the hook's clock
 
@@ -49,6 +48,10 @@ class RunIngester:
         self.amends: dict[tuple[str, int], float] = {}
         self.written = self.invalid = 0
         self.states: dict[str, int] = {}
+        # here, not at the top: every reading command imports this module to wait for a
+        # draining run, and tally imports ledger.probes (JAX's option names)
+        from ledger.recorder.tally import CacheTally
+
         self.cache = CacheTally()  # what the cache did with them, for the closing line
         self.unrecorded: list[str] = []
         self.byes: list[int] = []
