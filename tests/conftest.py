@@ -264,10 +264,13 @@ def head_template() -> str:
     0.45 s more on a new database."""
     if not _HEAD:
         base = os.environ[PG_ENV]
-        name = f"ledger_t_head_{uuid.uuid4().hex[:12]}"
-        _create(PgDb(base).conninfo, name)
-        _HEAD.append(name)  # dropped at the session's end, whatever happens next
-        assert run_cli("db", "upgrade", "--db", PgDb(base.rsplit("/", 1)[0] + "/" + name)).exit_code == 0
+        admin, name = PgDb(base).conninfo, f"ledger_t_head_{uuid.uuid4().hex[:12]}"
+        _create(admin, name)
+        upgraded = run_cli("db", "upgrade", "--db", PgDb(base.rsplit("/", 1)[0] + "/" + name))
+        if upgraded.exit_code != 0:  # no template half-way up the chain for the cases after
+            _drop(admin, name)
+            raise AssertionError(f"the head template's upgrade failed: {upgraded.output}")
+        _HEAD.append(name)  # dropped at the session's end
     return _HEAD[0]
 
 
