@@ -7,8 +7,8 @@
 # says (`jax_legs`, tests/conftest.py), not a list here.
 #
 # Each leg is a throwaway venv under ${LEDGER_JAX_LEGS_DIR:-/tmp/ledger-jax-legs}
-# (outside the tree) with the project installed from a copy of the working tree, not
-# editable. The tests run from a copy of tests/ and pyproject.toml (pytest's settings)
+# (outside the tree) with the project's wheel installed, built once from a copy of the
+# working tree. The tests run from a copy of tests/ and pyproject.toml (pytest's settings)
 # there, without the package's source beside them, so they import the installed package,
 # not the checkout. A leg fails if a test fails or skips, or none ran.
 #
@@ -43,7 +43,7 @@ leg() {  # leg NAME PYTHON JAX-REQUIREMENTS...
     cp -r "$DIR/src/tests" "$run/tests" && cp "$DIR/src/pyproject.toml" "$run/"
     # --no-compile: byte-compiling every installed module (jax, scipy, matplotlib...) is CPU a leg
     # does not need beside the suite; the tests compile the few modules they import
-    if ! { "$python" -m venv "$venv" && "$venv/bin/pip" install -q --no-compile "$DIR/src[test]" "$@"; } >"$install_log" 2>&1; then
+    if ! { "$python" -m venv "$venv" && "$venv/bin/pip" install -q --no-compile "$WHEEL[test]" "$@"; } >"$install_log" 2>&1; then
         tail -n 30 "$install_log" >&2
         die "leg $name: installing the project with $* on $("$python" -V 2>&1) failed (log: $install_log)"
     fi
@@ -70,6 +70,15 @@ case "$which" in all|floor|newest) ;; *) die "unknown leg '$which': floor, newes
 FLOOR_PY=$(pyenv_python "$FLOOR_PYTHON")
 NEWEST_PY=$(pyenv_python "$NEWEST_PYTHON")
 copy_tree "$DIR/src"  # what is installed: the working tree as git sees it
+# One wheel for both legs, built before them: two installs building in one source tree at
+# once collide in its build/ folder (CI, 2026-12-06: "No such file or directory:
+# 'build/bdist.linux-x86_64/wheel/./ledger/migrations/versions/0018_cell_ids.py'").
+rm -rf "$DIR/wheel"
+if ! "$NEWEST_PY" -m pip wheel -q --no-deps "$DIR/src" -w "$DIR/wheel" >"$DIR/wheel.log" 2>&1; then
+    tail -n 30 "$DIR/wheel.log" >&2
+    die "building the project's wheel failed (log: $DIR/wheel.log)"
+fi
+WHEEL=$(ls "$DIR"/wheel/jax_compile_ledger-*.whl)
 # The two legs at once, each in its own venv and dirs: beside the suite on two cores, one
 # leg alone left a core idle for the minute after the suite ended (.ci/run's times).
 pids=()
