@@ -29,40 +29,38 @@ def _run(*args, env=None, cwd=None):
     return subprocess.run([LEDGER, *map(str, args)], capture_output=True, text=True, env=env, cwd=cwd, check=False)
 
 
-@pytest.mark.slow
-def test_help_does_not_import_jax_or_sqlalchemy():
+# What a command that needs none of it must not import (bench/bench_cli_startup.py's list),
+# and pydantic, which typer 0.29 imports to build a TypeAdapter for every parameter a
+# command parses (65 ms of each command's start-up): pyproject.toml keeps typer below it.
+HEAVY = ("jax", "jaxlib", "sqlalchemy", "alembic", "matplotlib", "pydantic", "pydantic_core")
+
+
+def _heavy_imported_by(args: list[str], last_line: str | None = None) -> str:
+    """The heavy modules (HEAVY, and ledger.probes) a fresh interpreter holds after the
+    CLI ran `args` in it."""
+    check = "" if last_line is None else f" and r.output.splitlines()[-1].strip() == {last_line!r}"
     code = (
         "import sys\n"
         "from ledger.cli import app\n"
         "from typer.testing import CliRunner\n"
-        "r = CliRunner().invoke(app, ['--help'])\n"
-        "assert r.exit_code == 0, r.output\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('jax', 'jaxlib', 'sqlalchemy', 'alembic')"
-        " or m.startswith('ledger.probes')))\n"
+        f"r = CliRunner().invoke(app, {args!r})\n"
+        f"assert r.exit_code == 0{check}, r.output\n"
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r} or m.startswith('ledger.probes')))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.mark.slow
+def test_help_does_not_import_jax_or_sqlalchemy():
+    assert _heavy_imported_by(["--help"]) == "[]"
 
 
 @pytest.mark.slow  # a fresh interpreter: 0.15 s of CPU or more, over half the fast budget
 def test_a_query_imports_neither_pydantic_nor_jax_nor_sqlalchemy(tmp_path):
-    """`ledger sql` answers from the standard library's sqlite3: none of the heavy
-    modules (bench/bench_cli_startup.py's list), nor pydantic, which typer 0.29 imports
-    to build a TypeAdapter for every parameter a command parses (65 ms of each command's
-    start-up): pyproject.toml keeps typer below it."""
+    """`ledger sql` answers from the standard library's sqlite3."""
     db = tmp_path / "x.db"
     add(db, tmp_path, rec())
-    code = (
-        "import sys\n"
-        "from ledger.cli import app\n"
-        "from typer.testing import CliRunner\n"
-        f"r = CliRunner().invoke(app, ['sql', 'SELECT count(*) AS n FROM compile_records', '--db', {str(db)!r}])\n"
-        "assert r.exit_code == 0 and r.output.splitlines()[-1].strip() == '1', r.output\n"
-        "heavy = ('pydantic', 'pydantic_core', 'jax', 'jaxlib', 'sqlalchemy', 'alembic', 'matplotlib')\n"
-        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m.startswith('ledger.probes')))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "[]"
+    assert _heavy_imported_by(["sql", "SELECT count(*) AS n FROM compile_records", "--db", str(db)], "1") == "[]"
 
 
 @pytest.mark.slow
