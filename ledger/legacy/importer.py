@@ -23,6 +23,7 @@ from sqlalchemy.engine import Connection, Engine
 from ledger.legacy.cache_rule import backfill_sql
 from ledger.legacy.reading import STATED_COLUMNS, Batch, Parts, find_json_files, reading
 from ledger.storage.bulk import fill_missing_keys, insert_new, insert_sql
+from ledger.storage.cell_ids import with_cell_ids
 from ledger.storage.models import compile_records, instrument_records
 from ledger.watch.cells import appending
 
@@ -40,10 +41,10 @@ class ImportSummary:
     skipped: list[str] = field(default_factory=list)
 
 
-def _insert_part(conn: Connection, part: Batch, summary: ImportSummary) -> None:
+def _insert_part(conn: Connection, part: Batch, summary: ImportSummary, cells: dict) -> None:
     if part.fast_rows:
-        sql = insert_sql(conn, compile_records, STATED_COLUMNS)
-        summary.added_compile += conn.exec_driver_sql(sql, part.fast_rows).rowcount
+        columns, rows = with_cell_ids(conn, STATED_COLUMNS, part.fast_rows, cells)
+        summary.added_compile += conn.exec_driver_sql(insert_sql(conn, compile_records, columns), rows).rowcount
     summary.added_compile += insert_new(conn, compile_records, part.compile_rows)
     summary.added_instrument += insert_new(conn, instrument_records, part.instrument_rows)
     summary.duplicates += len(part)
@@ -89,12 +90,13 @@ def import_parts(engine: Engine, files: list[Path], parts: Parts) -> ImportSumma
     with engine.begin() as conn:
         fill_missing_keys(conn)
         first_id = _max_id(conn)
+        cells: dict = {}  # the fast rows' cell ids found so far
         with appending(conn, first_id):
             for part, skipped, count in parts:
                 summary.records += count
                 summary.skipped.extend(skipped)
                 since = _max_id(conn) if part.compile_rows else None
-                _insert_part(conn, part, summary)
+                _insert_part(conn, part, summary, cells)
                 if since is not None:  # rows with or without a state of their own
                     _backfill_since(conn, since)
         _count_states_since(conn, first_id, summary)

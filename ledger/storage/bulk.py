@@ -13,10 +13,10 @@ from collections.abc import Callable
 from sqlalchemy import select, text
 from sqlalchemy.engine import Connection
 
-from ledger.errors import LedgerError
 from ledger.record import KEY_FIELDS
 from ledger.record_validation import compile_key, instrument_key
 from ledger.storage import cell_ids
+from ledger.storage.engine import param_marker
 from ledger.storage.models import compile_records, instrument_records
 
 
@@ -46,9 +46,7 @@ def _fill_keys(conn: Connection, table, columns, key_of: Callable[[dict], int]) 
 
 
 def insert_sql(conn: Connection, table, columns) -> str:
-    marker = {"qmark": "?", "format": "%s", "pyformat": "%s"}.get(conn.dialect.paramstyle)
-    if marker is None:  # pragma: no cover - neither SQLite nor PostgreSQL
-        raise LedgerError(f"unsupported database driver paramstyle {conn.dialect.paramstyle}")
+    marker = param_marker(conn)
     return (
         f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES ({', '.join([marker] * len(columns))}) "
         "ON CONFLICT (record_key) WHERE record_key IS NOT NULL DO NOTHING"
@@ -65,10 +63,9 @@ def insert_new(conn: Connection, table, rows: list[dict]) -> int:
         return 0
     columns = sorted(set().union(*rows))
     params = [tuple(map(row.get, columns)) for row in rows]
-    added = conn.exec_driver_sql(insert_sql(conn, table, columns), params).rowcount
-    if table is compile_records:
-        cell_ids.assign(conn)  # each new row's cell (revision 0018)
-    return added
+    if table is compile_records:  # each row's cell (revision 0018), written with it
+        columns, params = cell_ids.with_cell_ids(conn, columns, params)
+    return conn.exec_driver_sql(insert_sql(conn, table, columns), params).rowcount
 
 
 def lookup(conn: Connection, table, by: str, want: str, values) -> dict:

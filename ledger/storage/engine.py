@@ -82,6 +82,14 @@ def make_engine(url: str, *, read_only: bool = False, wal: bool = False) -> Engi
     return engine
 
 
+def param_marker(conn) -> str:
+    """The driver's placeholder for one positional parameter (exec_driver_sql's SQL)."""
+    marker = {"qmark": "?", "format": "%s", "pyformat": "%s"}.get(conn.dialect.paramstyle)
+    if marker is None:  # pragma: no cover - neither SQLite nor PostgreSQL
+        raise LedgerError(f"unsupported database driver paramstyle {conn.dialect.paramstyle}")
+    return marker
+
+
 BEGIN_RETRIES = 3
 
 
