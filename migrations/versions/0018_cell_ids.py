@@ -8,8 +8,9 @@ it (ledger/storage/cell_ids.py gives new rows theirs, with the same key text). S
 integer, not by 13 columns (issue 33: the first check of a 1M-row ledger).
 
 The data step: every existing row gets its cell here, in two set-based statements (the
-cells from one DISTINCT scan, then one UPDATE that finds each row's cell through the
-unique index on key); the index on cell_id is built after, in one sort. 0009's
+cells from one grouped scan, numbered in the order of their first rows as the writers
+number them, then one UPDATE that finds each row's cell through the unique index on
+key); the index on cell_id is built after, in one sort. 0009's
 triggers on compile_records are set aside for the UPDATE and put back as they were: a
 new column changes no folded summary, and firing them per row would cost a check run's
 `upto` a million statements.
@@ -75,7 +76,13 @@ def upgrade() -> None:
                     sa.UniqueConstraint("key", name="uq_cells_key"))
     op.add_column("compile_records", sa.Column("cell_id", sa.BigInteger))
     cols = ", ".join(NAMES)
-    op.execute(f"INSERT INTO cells (key, {cols}) SELECT DISTINCT {key_sql(d)}, {cols} FROM compile_records")
+    # numbered in the order of each cell's first row, as the writers number them (cell_ids.new_cells_sql):
+    # SQLite's DISTINCT meets them in rowid order, PostgreSQL's may hash
+    if d == "postgresql":
+        op.execute(f"INSERT INTO cells (key, {cols}) SELECT {key_sql(d)}, {cols} FROM compile_records"
+                   f" GROUP BY {key_sql(d)}, {cols} ORDER BY MIN(id)")
+    else:
+        op.execute(f"INSERT INTO cells (key, {cols}) SELECT DISTINCT {key_sql(d)}, {cols} FROM compile_records")
     if d == "postgresql":
         op.execute(f"UPDATE compile_records SET cell_id = c.id FROM cells c WHERE c.key = {key_sql(d, 'compile_records')}")
     else:
