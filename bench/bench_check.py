@@ -7,7 +7,9 @@ arrives, so the check judges ~425,000 warm rows against their pins, stores a ver
 for each, and reads the cache cells for the cache findings. Its data gives every
 finding kind but cache-not-written (rows(): regression, went-cold, cache-off, cache-not-reused,
 jax-changed, below-threshold, evicted; each row in a run of a program, with its cache key),
-and the counts of each are printed for the first check and the daily one.
+and the counts of each are printed for the first check and the daily one; the daily
+check's findings are then held, line for line, to a full check's of the same rows (the
+cells folded again from every row, nothing taken from an earlier run).
 
 The check a ledger runs every day: the ledger has been checked before (its cache
 cells are folded: ledger/watch/cells.py) and a day's rows (1%) arrived since. Timed
@@ -151,6 +153,37 @@ def counts(con) -> str:
     return ", ".join(f"{int(got.get(k, 0)):,} {k}" for k in KINDS)
 
 
+def said(findings: list[dict]) -> list[tuple]:
+    """What a check says of each finding: its kind, row, words, whether it fails, its pin
+    and what the row cost against it (the check run's own ids left out)."""
+    return [(f["verdict"], f["row_id"], f["cause"], f["fails"], f["pin_id"], f["compile_s"], f["ratio"])
+            for f in findings]
+
+
+def daily_equals_full(db: str) -> str:
+    """The last check's findings against a full check's of the same rows, in a transaction
+    rolled back: the cache cells folded again from every row (upto 0) and nothing taken
+    from an earlier run (rejudge). Raises if they differ in any line."""
+    import sqlalchemy as sa
+
+    from ledger.storage.open import open_ledger
+    from ledger.watch.check import judge, stored_findings
+
+    with open_ledger(db, "write", create=False) as led:
+        with led.engine.connect() as conn:
+            daily = said(stored_findings(conn, conn.execute(sa.text("SELECT MAX(id) FROM check_runs")).scalar()))
+        with led.engine.connect() as conn, conn.begin() as txn:
+            conn.execute(sa.text("UPDATE cache_cells_state SET upto = 0"))
+            t0 = time.perf_counter()
+            full = said(judge(conn, rejudge=True).findings)
+            took = time.perf_counter() - t0
+            txn.rollback()
+    differ = [(a, b) for a, b in zip(daily, full) if a != b]
+    assert daily == full, f"the daily check said {len(daily)} findings, a full check {len(full)}; first differing:" \
+                          f" {differ[:1] or (daily[len(full):] + full[len(daily):])[:1]}"
+    return f"the daily check's {len(daily):,} findings equal a full check's line for line (the full check: {took:.1f}s)"
+
+
 # Every column the check reads, of every row it reads (the ok rows), in one scan.
 FLOOR_SQL = ("SELECT sum(length(hardware) + length(hostname) + length(jax_version) + length(dataset_class)"
              " + length(model_type) + length(instrument) + length(transform) + length(cache_dir) + length(cache_state)"
@@ -239,6 +272,7 @@ def main_postgresql(n: int) -> None:
               f" first check {first / f:.2f}x (target <= 5x) {verdict(first / f, 5)}")
         print(f"first check's verdicts: {first_counts}")
         print(f"daily check's verdicts: {daily_counts}")
+        print(daily_equals_full(url))
     finally:
         with psycopg.connect(admin, autocommit=True) as con:
             con.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -281,6 +315,7 @@ def main() -> None:
               f" CLI start-up (check of an empty ledger) {start:.2f}s")
         print(f"first check's verdicts: {first_counts}")
         print(f"daily check's verdicts: {daily_counts}")
+        print(daily_equals_full(str(work)))
         migration(src, Path(tmp))
 
 
