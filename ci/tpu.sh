@@ -24,8 +24,8 @@
 # (.whl-tpu/ci/tpu.sh, .whl-tpu/ci/tpu_check.py, .whl-tpu/.whl-tpu/*.whl) and run
 # "bash .whl-tpu/ci/tpu.sh run $OUT" with the same carry: the script finds its wheels
 # beside its own folder. Anywhere else, copy the checkout with .whl-tpu/ to the machine
-# and run the same line. 2026-12-05, one TPU v5e chip: 16 of 16 checks in 198 s
-# (docs/benchmarks.md).
+# and run the same line. 2026-12-05, one TPU v5e chip: 16 of 16 checks in 198 s; 2026-12-06, with
+# typer 0.28.0 pinned: 16 of 16 in 207 s (docs/benchmarks.md).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 WHEELS="$ROOT/.whl-tpu"
