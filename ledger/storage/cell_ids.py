@@ -81,8 +81,9 @@ def ids_of(conn, cells: list[tuple]) -> dict[tuple, int]:
     values as bound, as a row's own are made from them as stored: a validated value is
     stored as it is bound (text as text, an integer as an integer, a bool as SQLite's
     integer or PostgreSQL's boolean), so both give one text (tests/test_cell_ids.py
-    holds every written row's cell key to its own)."""
-    d, mark = conn.dialect.name, param_marker(conn)  # `cells` in the order of their first rows
+    holds every written row's cell key to its own). New cells are numbered in the order
+    of `cells`: a batch gives them in the order of their first rows (new_cells_sql)."""
+    d, mark = conn.dialect.name, param_marker(conn)
     cols = ", ".join(CELL_COLUMNS)
     one = f"({mark}, {', '.join(_typed(conn, mark))})"
     out: dict[tuple, int] = {}

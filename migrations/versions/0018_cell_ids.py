@@ -8,7 +8,7 @@ it (ledger/storage/cell_ids.py gives new rows theirs, with the same key text). S
 integer, not by 13 columns (issue 33: the first check of a 1M-row ledger).
 
 The data step: every existing row gets its cell here, in two set-based statements (the
-cells from one grouped scan, numbered in the order of their first rows as the writers
+cells from one DISTINCT scan, numbered in the order of their first rows as the writers
 number them, then one UPDATE that finds each row's cell through the unique index on
 key); the index on cell_id is built after, in one sort. 0009's
 triggers on compile_records are set aside for the UPDATE and put back as they were: a
