@@ -8,9 +8,9 @@ through the index on cell_id, and groups a million rows by one integer instead o
 sorting them by thirteen columns.
 
 Ids belong to one ledger: `merge` and `import` do not carry them. A batch of many rows
-(import, merge: ledger/storage/bulk.py) is written with its cell ids, found by ids_of()
-for its few distinct cells before the insert; a single row (probe, record) calls assign()
-in its transaction; and `ledger check` calls assign() before it folds, so a row a person
+(import, merge, what `ledger record` spooled: ledger/storage/bulk.py) is written with its
+cell ids, found by ids_of() for its few distinct cells before the insert; a probe's single
+row calls assign() in its transaction; and `ledger check` calls assign() before it folds, so a row a person
 INSERTed by hand gets its cell too. A row's cell never changes but with its
 values: an UPDATE of a key column (ad-hoc SQL) sets the row's cell_id to NULL, by a
 trigger (revision 0018), and the next assign() gives it its new one.

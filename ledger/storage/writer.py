@@ -25,15 +25,6 @@ def add_compile_record(engine: Engine, record: dict) -> int:
         return row_id
 
 
-def add_compile_records(engine: Engine, rows: list[dict]) -> None:
-    """Insert rows made by measured_row() in one transaction: `ledger record` commits
-    what arrived together at once (a commit per row cost its programs ~10 ms a compile)."""
-    names = sorted(set().union(*rows)) if rows else []
-    with engine.begin() as conn:
-        conn.execute(insert(compile_records), [{n: r.get(n) for n in names} for r in rows])
-        cell_ids.assign(conn)
-
-
 def measured_row(record: dict) -> dict:
     """A measured record (a probe's, a recorded compile's) checked and made a row."""
     if record.get("cache_state") is None:
