@@ -7,10 +7,10 @@ compile_records.cell_id points at it. So the check finds a cell's or a lineage's
 through the index on cell_id, and groups a million rows by one integer instead of
 sorting them by thirteen columns.
 
-Ids belong to one ledger: `merge` and `import` do not carry them. A batch of many rows
-(import, merge, what `ledger record` spooled: ledger/storage/bulk.py) is written with its
-cell ids, found by ids_of() for its few distinct cells before the insert; a probe's single
-row calls assign() in its transaction; and `ledger check` calls assign() before it folds, so a row a person
+Ids belong to one ledger: `merge` and `import` do not carry them. Every writer writes
+its rows with their cell ids, found by ids_of() before the insert: a batch (import, merge,
+what `ledger record` spooled: ledger/storage/bulk.py) for its few distinct cells, a
+probe's row for its one. `ledger check` calls assign() before it folds, so a row a person
 INSERTed by hand gets its cell too. A row's cell never changes but with its
 values: an UPDATE of a key column (ad-hoc SQL) sets the row's cell_id to NULL, by a
 trigger (revision 0018), and the next assign() gives it its new one.
@@ -54,10 +54,11 @@ def new_cells_sql(dialect: str, where: str = "") -> str:
 
 def assign(conn) -> int:
     """Give every row without a cell its cell, adding the cells not yet seen; returns how
-    many rows it gave one. Two statements, found through the index on cell_id: a
-    writer's batch pays for its own rows only. Cells are numbered in the order of their
-    first rows, as ids_of() and revision 0018 number them: a downgrade below 0018 and
-    back gives every row the id it had (tests/test_downgrade_lossless.py)."""
+    many rows it gave one: `ledger check`'s, for rows written by hand. Two statements,
+    the rows found through the index on cell_id, so it pays for those rows only. Cells
+    are numbered in the order of their first rows, as ids_of() and revision 0018 number
+    them: a downgrade below 0018 and back gives every row the id it had
+    (tests/test_downgrade_lossless.py)."""
     d = conn.dialect.name
     conn.exec_driver_sql(f"{new_cells_sql(d, ' WHERE cell_id IS NULL')} ON CONFLICT (key) DO NOTHING")
     if d == "postgresql":
@@ -106,6 +107,12 @@ def _typed(conn, mark: str) -> list[str]:
     if conn.dialect.name != "postgresql":
         return [mark] * len(CELL_COLUMNS)
     return [f"CAST({mark} AS {models.cells.c[c].type.compile(dialect=conn.dialect)})" for c in CELL_COLUMNS]
+
+
+def cell_id_of(conn, row: dict) -> int:
+    """One row's cell id (ids_of), its cell added if new: a key column it lacks is NULL."""
+    cell = tuple(row.get(c) for c in CELL_COLUMNS)
+    return ids_of(conn, [cell])[cell]
 
 
 def with_cell_ids(conn, columns, rows: list[tuple], known: dict | None = None) -> tuple[tuple, list[tuple]]:

@@ -20,9 +20,8 @@ def add_compile_record(engine: Engine, record: dict) -> int:
     """Insert one probe record (validated like an imported one); returns its id."""
     row = measured_row(record)
     with engine.begin() as conn:
-        row_id = conn.execute(insert(compile_records).values(**row)).inserted_primary_key[0]
-        cell_ids.assign(conn)
-        return row_id
+        return conn.execute(insert(compile_records).values(**row, cell_id=cell_ids.cell_id_of(conn, row))
+                            ).inserted_primary_key[0]
 
 
 def measured_row(record: dict) -> dict:

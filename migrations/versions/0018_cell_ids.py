@@ -16,7 +16,7 @@ new column changes no folded summary, and firing them per row would cost a check
 `upto` a million statements.
 
 An UPDATE of a key column afterwards (ad-hoc SQL) clears that row's cell_id, by a
-trigger: the next writer or `ledger check` gives it its cell again.
+trigger: the next `ledger check` gives it its cell again.
 
 Downgrade: the column, its index, the trigger and `cells` go; nothing is kept aside:
 every value here is derived from the row's own columns.
