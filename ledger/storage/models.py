@@ -42,9 +42,10 @@ compile_records = sa.Table(
     sa.Column("record_key", sa.BigInteger, unique=True),
     # the row's cell (revision 0018: ledger/storage/cell_ids.py), given by whatever writes it
     sa.Column("cell_id", sa.BigInteger),
-    # a run's rows and an entry's rows (revision 0014: the cache-health findings)
-    sa.Index("ix_compile_records_run_id", "run_id"),
-    sa.Index("ix_compile_records_cache_key", "cache_key"),
+    # a run's rows and an entry's rows (revision 0014: the cache-health findings), only the
+    # rows that have one (0019: a legacy row has neither, and cost both an entry)
+    *(sa.Index(f"ix_compile_records_{c}", c, sqlite_where=sa.text(f"{c} IS NOT NULL"),
+               postgresql_where=sa.text(f"{c} IS NOT NULL")) for c in ("run_id", "cache_key")),
     sa.Index("ix_compile_records_cell_id", "cell_id"),
 )
 
