@@ -22,8 +22,8 @@ from sqlalchemy.engine import Connection, Engine
 
 from ledger.legacy.cache_rule import backfill_sql
 from ledger.legacy.reading import STATED_COLUMNS, Batch, Parts, find_json_files, reading
+from ledger.storage import cell_ids
 from ledger.storage.bulk import fill_missing_keys, insert_new, insert_sql
-from ledger.storage.cell_ids import with_cell_ids
 from ledger.storage.models import compile_records, instrument_records
 from ledger.watch.cells import appending
 
@@ -43,8 +43,9 @@ class ImportSummary:
 
 def _insert_part(conn: Connection, part: Batch, summary: ImportSummary, cells: dict) -> None:
     if part.fast_rows:
-        columns, rows = with_cell_ids(conn, STATED_COLUMNS, part.fast_rows, cells)
-        summary.added_compile += conn.exec_driver_sql(insert_sql(conn, compile_records, columns), rows).rowcount
+        rows = cell_ids.ids(conn, part.fast_cells, part.fast_rows, cells)
+        sql = insert_sql(conn, compile_records, (*STATED_COLUMNS, "cell_id"))
+        summary.added_compile += conn.exec_driver_sql(sql, rows).rowcount
     summary.added_compile += insert_new(conn, compile_records, part.compile_rows)
     summary.added_instrument += insert_new(conn, instrument_records, part.instrument_rows)
     summary.duplicates += len(part)

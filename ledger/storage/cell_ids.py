@@ -21,8 +21,9 @@ from __future__ import annotations
 from operator import itemgetter
 
 from ledger.record import STATELESS_KEY
-from ledger.storage import models
-from ledger.storage.engine import param_marker
+
+# No SQLAlchemy at import: an import's readers use cell_slots() and start before SQLAlchemy
+# has loaded (ledger/command.py: import_json), so what needs it is imported where used.
 
 CELL_COLUMNS = STATELESS_KEY
 
@@ -84,6 +85,8 @@ def ids_of(conn, cells: list[tuple]) -> dict[tuple, int]:
     integer or PostgreSQL's boolean), so both give one text (tests/test_cell_ids.py
     holds every written row's cell key to its own). New cells are numbered in the order
     of `cells`: a batch gives them in the order of their first rows (new_cells_sql)."""
+    from ledger.storage.engine import param_marker
+
     d, mark = conn.dialect.name, param_marker(conn)
     cols = ", ".join(CELL_COLUMNS)
     one = f"({mark}, {', '.join(_typed(conn, mark))})"
@@ -106,6 +109,8 @@ def _typed(conn, mark: str) -> list[str]:
     bare, as a row's own value is bound (its CAST would change what a value is)."""
     if conn.dialect.name != "postgresql":
         return [mark] * len(CELL_COLUMNS)
+    from ledger.storage import models
+
     return [f"CAST({mark} AS {models.cells.c[c].type.compile(dialect=conn.dialect)})" for c in CELL_COLUMNS]
 
 
@@ -115,18 +120,35 @@ def cell_id_of(conn, row: dict) -> int:
     return ids_of(conn, [cell])[cell]
 
 
-def with_cell_ids(conn, columns, rows: list[tuple], known: dict | None = None) -> tuple[tuple, list[tuple]]:
-    """A batch's columns and rows (tuples in `columns` order) with each row's cell id
-    added as a last column (ids_of): a cell column the batch lacks is NULL in its cells.
-    `known`: the cells found by earlier batches of one transaction, kept and added to."""
-    known = {} if known is None else known
+def cell_slots(columns, rows: list[tuple]) -> tuple[list[tuple], list[tuple]]:
+    """A batch's distinct cells, in the order of their first rows, and its rows (tuples in
+    `columns` order) each with a last item added: the index of its cell among them, which
+    ids() makes the cell id. The half of with_cell_ids() that needs no database, so an
+    import's readers do it beside the insert (ledger/legacy/reading.py): in the inserting
+    process it was a sixth of an import's insert. A cell column the batch lacks is NULL in
+    its cells."""
     at = [columns.index(c) if c in columns else None for c in CELL_COLUMNS]
     present = [i for i in at if i is not None]
-    # the batch's own cells: few, however many rows; a row's values keyed by the columns it has
+    # a row's values keyed by the columns it has; few distinct, however many rows
     get = itemgetter(*present) if len(present) > 1 else lambda row: tuple(row[i] for i in present)
     slots = {i: n for n, i in enumerate(present)}
-    keys = list(map(get, rows))
-    full = {m: tuple(None if i is None else m[slots[i]] for i in at) for m in dict.fromkeys(keys)}  # rows' order
-    known.update(ids_of(conn, [cell for cell in full.values() if cell not in known]))
-    mine = {m: known[cell] for m, cell in full.items()}
-    return (*columns, "cell_id"), [(*row, mine[k]) for row, k in zip(rows, keys, strict=True)]
+    index: dict[tuple, int] = {}
+    out = [(*row, index.setdefault(get(row), len(index))) for row in rows]
+    cells = [tuple(None if i is None else m[slots[i]] for i in at) for m in index]
+    return cells, out
+
+
+def ids(conn, cells: list[tuple], rows: list[tuple], known: dict | None = None) -> list[tuple]:
+    """`rows` of cell_slots() with each last item made the id of its cell (ids_of).
+    `known`: the cells found by earlier batches of one transaction, kept and added to."""
+    known = {} if known is None else known
+    known.update(ids_of(conn, [cell for cell in cells if cell not in known]))
+    of = [known[cell] for cell in cells]
+    return [(*row[:-1], of[row[-1]]) for row in rows]
+
+
+def with_cell_ids(conn, columns, rows: list[tuple], known: dict | None = None) -> tuple[tuple, list[tuple]]:
+    """A batch's columns and rows (tuples in `columns` order) with each row's cell id
+    added as a last column: cell_slots(), then ids()."""
+    cells, slotted = cell_slots(columns, rows)
+    return (*columns, "cell_id"), ids(conn, cells, slotted, known)
