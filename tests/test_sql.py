@@ -132,8 +132,11 @@ def test_not_a_database_is_one_line(tmp_path):
     assert run_cli("sql", "SELECT 1", "--db", tmp_path).output == f"error: {tmp_path} is not a database file\n"
 
 
-def test_blobs_in_json_output_and_read_pragmas(loaded):
-    assert run_cli("sql", "SELECT x'00ff' AS b", "--json", "--db", loaded).output == '{"b": "00ff"}\n'
+def test_blobs_are_hex_in_every_format_and_read_pragmas(loaded):
+    blob = "SELECT 1 AS n, x'00ff' AS b UNION ALL SELECT 2, 'x''\n'"  # a BLOB, then text in its column
+    assert run_cli("sql", blob, "--json", "--db", loaded).output == '{"n": 1, "b": "00ff"}\n{"n": 2, "b": "x\'\\n"}\n'
+    assert run_cli("sql", blob, "--csv", "--db", loaded).output == 'n,b\n1,00ff\n2,"x\'\n"\n'
+    assert run_cli("sql", blob, "--db", loaded).output == "n  b\n-  ----\n1  00ff\n2  x'\\n\n"
     assert run_cli("sql", "PRAGMA user_version", "--csv", "--db", loaded).output == "user_version\n0\n"
 
 
@@ -506,8 +509,8 @@ def test_the_table_stays_small_for_wide_values(tmp_path):
 
 @pytest.mark.slow
 def test_a_table_of_values_at_the_cap_stays_under_300_mb(tmp_path):
-    """1000 rows of 1 MiB BLOBs (4 MiB each as shown) were 4 GB of table: it stops at
-    TABLE_BYTES."""
+    """1000 rows of 1 MiB BLOBs (2 MiB each as shown, in hex) were 2 GB of table: it stops
+    at TABLE_BYTES."""
     db = tmp_path / "ledger.db"
     assert run_cli("db", "upgrade", "--db", db).exit_code == 0
     query = f"SELECT zeroblob(1048576) AS b FROM ({_counting(1000)})"
@@ -517,8 +520,8 @@ def test_a_table_of_values_at_the_cap_stays_under_300_mb(tmp_path):
     rc, peak_kb = map(int, head.split())
     print(f"table of 1000 x 1 MiB: peak RSS {peak_kb / 1000:.0f} MB")
     lines = (tmp_path / "out").read_text().splitlines()
-    assert (rc, stderr, len(lines)) == (0, "", 4)
-    assert lines[-1] == "... (first 1 rows: the table holds at most 16 MiB; use --csv or --json for all)"
+    assert (rc, stderr, len(lines)) == (0, "", 2 + 5 + 1)
+    assert lines[-1] == "... (first 5 rows: the table holds at most 16 MiB; use --csv or --json for all)"
     assert peak_kb < 300_000, f"peak RSS {peak_kb / 1000:.0f} MB"
 
 
