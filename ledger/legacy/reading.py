@@ -26,6 +26,7 @@ from ledger.record_validation import (
     plain_legacy,
 )
 from ledger.storage.cell_ids import cell_slots
+from ledger.workers import can_fork, forked_pool
 
 # A fast row: a legacy-only record checked a column at a time (the common, bulk case),
 # with the state the backfill rule gives it.
@@ -141,20 +142,6 @@ def _read_one(job: tuple[Path, bool]) -> tuple[Batch, list[str], int]:
     return batch, skipped, count
 
 
-def _exit_with_parent(parent: int) -> None:
-    """Pool initializer: a reader whose `ledger import` died (SIGKILL, the OOM killer)
-    exits too, instead of waiting on its pipes for work that never comes."""
-    import threading
-    import time
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.2)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
-
-
 # Reading is JSON parsing plus per-record checks and keys: CPU-bound Python, and
 # most of an import's time. Past this much input, files are read by a pool of
 # forked processes, one per core, while this process inserts what they have read.
@@ -167,18 +154,13 @@ Parts = Iterable[tuple[Batch, list[str], int]]  # each file's rows, what it skip
 @contextmanager
 def reading(files: list[Path], skip_invalid: bool, progress) -> Iterator[Parts]:
     """The files' checked rows, in file order, as they become ready."""
-    import multiprocessing
-
     jobs = [(f, skip_invalid) for f in files]
     shown = progress(files) if progress else files
     workers = min(os.cpu_count() or 1, len(files))
-    if workers < 2 or sum(map(_size, files)) <= PARALLEL_BYTES or "fork" not in multiprocessing.get_all_start_methods():
+    if workers < 2 or sum(map(_size, files)) <= PARALLEL_BYTES or not can_fork():
         yield (_read_one(job) for job, _ in zip(jobs, shown))
         return
-    from concurrent.futures import ProcessPoolExecutor
-
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
-                               initializer=_exit_with_parent, initargs=(os.getpid(),))
+    pool = forked_pool(workers)
     try:
         # map() submits every job now, so the workers fork before any database
         # connection is opened; it yields in file order, so the first bad file in
