@@ -394,13 +394,14 @@ def report(db=None, *, filters: dict | None = None, predictions: bool = True) ->
 def report_html(path, db=None, *, filters: dict | None = None) -> tuple[int, int]:
     """`ledger report --html`: one page with charts, written whole; (tables, charts)."""
     from ledger.filters import refuse_unmatched
-    from ledger.report.html import write_html
+    from ledger.report.html import drawing, write_html
 
     filters = filters or {}
-    with _open(db, "read") as ledger:
+    # the charts' process starts before the ledger opens: it loads matplotlib meanwhile
+    with drawing() as draw, _open(db, "read") as ledger:
         with ledger.engine.connect() as conn:
             refuse_unmatched(conn, filters, "nothing to report")
         try:
-            return write_html(ledger.engine, Path(path), filters)
+            return write_html(ledger.engine, Path(path), filters, draw)
         except OSError as exc:
             raise LedgerError(f"cannot write {path}: {exc.strerror}") from None

@@ -10,6 +10,7 @@ import re
 import sqlite3
 import struct
 import subprocess
+import sys
 
 import pytest
 
@@ -73,6 +74,42 @@ def test_page_is_self_contained_with_matplotlib_pngs(page):
     # the 3 key tables and the time-saved one
     assert text.count("<table>") == 4 and "<td>regression</td>" in text and "<h2>time saved</h2>" in text
     assert not list(page.parent.glob(".report.html.*"))  # the temp file was renamed, not left
+
+
+DRAWN_ELSEWHERE = """
+import sys
+from ledger.command import report_html
+print(report_html(sys.argv[2], sys.argv[1]), "matplotlib" in sys.modules)
+"""
+
+
+@pytest.mark.slow
+def test_the_charts_are_drawn_in_a_forked_process_and_equal_those_drawn_here(page, tmp_path):
+    """`ledger report --html` draws in a forked process (ledger/workers.py), which loads
+    matplotlib while the command queries: its page is byte for byte the one drawn in one
+    process (write_html without a drawer, as where there is no fork), and the command's
+    own process never imports matplotlib."""
+    from ledger.report import lines as rl
+    from ledger.report.html import _charted, _charts, write_html
+    from ledger.report.text import host_title
+    from ledger.storage.open import open_ledger
+
+    db, forked, here = page.parent / "ledger.db", tmp_path / "forked.html", tmp_path / "here.html"
+    out = subprocess.run([sys.executable, "-c", DRAWN_ELSEWHERE, str(db), str(forked)], capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert (out.returncode, out.stdout, out.stderr) == (0, "(3, 6) False\n", "")
+    with open_ledger(str(db), "read") as ledger:
+        assert write_html(ledger.engine, here) == (3, 6)
+        # and each chart is the one drawn from every point the page's queries found (the
+        # drawer is handed only its own lines' points)
+        with ledger.engine.connect() as conn:
+            lines = rl.collect(conn, None)
+            charted = _charted(lines)
+            points = rl.series(conn, None, per_key=100, only=[ln for ln in lines if ln.host in charted])
+            whole = [png for host, group in rl.group_by_host(lines) if host in charted
+                     for png in _charts(host_title(host), group, points)]
+    assert forked.read_bytes() == here.read_bytes() == page.read_bytes()
+    assert IMG.findall(forked.read_text()) == whole
 
 
 @pytest.mark.slow

@@ -18,16 +18,10 @@ import base64
 import html
 import io
 import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
-
-import matplotlib
-
-matplotlib.use("Agg")  # before anything draws: CI machines have no display
-
-from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
-from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
-from matplotlib.ticker import NullLocator
+from typing import TYPE_CHECKING
 
 from ledger import savings
 from ledger.files import atomic_write
@@ -37,6 +31,9 @@ from ledger.report import runs as rr
 from ledger.report import text
 from ledger.report.lines import Line
 from ledger.rows import fold_signature
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 WARM_COLOR, COLD_COLOR, PIN_COLOR, MARK_COLOR = "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"
 NCOLS = 3
@@ -93,6 +90,8 @@ def _cost(ln: Line) -> float:
 def bar_chart(title: str, lines: list[Line]) -> str:
     """Newest cold against newest warm compile of the BARS costliest cells and transforms
     (log scale: the cache's wins span 0.2 s to 700 s), in a figure of one fixed size."""
+    from ledger.report.mpl import Figure, NullLocator
+
     lines = sorted(lines, key=_cost, reverse=True)[:BARS]
     labels = [_label(ln) for ln in lines]
     # a fixed layout, room for 60-character labels: the constrained one measures every label again
@@ -146,6 +145,8 @@ def _bar(row: dict | None) -> float:
 
 
 def _draw_cell(ax, ln: Line, points: list[dict]) -> None:
+    from ledger.report.mpl import AutoDateLocator, ConciseDateFormatter, NullLocator
+
     points = _drawable(points)
     for state, color in ((WARM, WARM_COLOR), (COLD, COLD_COLOR)):
         pts = [(_time(p["timestamp"]), p["compile_s"]) for p in points if p["cache_state"] == state]
@@ -187,6 +188,8 @@ ONE_POINT_SPAN = timedelta(minutes=5)
 def _legend(fig: Figure, top: float) -> None:
     """One legend for every panel, above them: a legend inside a panel hides points
     (and placing it "best" costs a search over every point of every panel)."""
+    from ledger.report.mpl import Line2D
+
     handles = [Line2D([], [], color=WARM_COLOR, marker="o", ms=4, lw=1, label="warm"),
                Line2D([], [], color=COLD_COLOR, marker="o", ms=4, lw=1, label="cold"),
                Line2D([], [], color=PIN_COLOR, ls="--", lw=1.2, label="pin (expected warm)"),
@@ -202,6 +205,8 @@ def chosen(lines: list[Line]) -> list[Line]:
 def timeline_chart(title: str, lines: list[Line], points: dict[tuple, list[dict]]) -> str:
     """Compile time over time, one panel per chosen cell and transform, its pin drawn;
     one fixed size, whatever the ledger holds."""
+    from ledger.report.mpl import Figure
+
     lines = chosen(lines)
     nrows = max(1, -(-len(lines) // NCOLS))  # no empty rows: at most PANELS panels
     # a fixed layout: the constrained one measures every tick label of every panel again
@@ -290,14 +295,15 @@ def _img(png: str, alt: str) -> str:
     return f'<img class="chart" alt="{html.escape(alt)}" src="data:image/png;base64,{png}">'
 
 
-def _section(host: tuple, group: list[Line], points: dict, charted: bool) -> str:
+def _section(host: tuple, group: list[Line], charts: tuple[str, str] | None) -> str:
     title = text.host_title(host)
     parts = [f"<section><h2>{html.escape(title)}</h2>", _table(group)]
     if any(ln.loaded for ln in group):
         parts.append(f'<p class="note">{html.escape(text.LOADED_NOTE)}</p>')
-    if charted:
-        parts.append(_img(bar_chart(title, group), f"cold vs warm compile, {title}"))
-        parts.append(_img(timeline_chart(title, group, points), f"compile_s over time, {title}"))
+    if charts is not None:
+        bar, timeline = charts
+        parts.append(_img(bar, f"cold vs warm compile, {title}"))
+        parts.append(_img(timeline, f"compile_s over time, {title}"))
     else:
         parts.append(f'<p class="note">No charts for this key: charts are drawn for the {CHARTED} costliest'
                      " host keys only.</p>")
@@ -421,38 +427,77 @@ def programs_html(programs: list) -> str:
     return "\n".join([_glance(programs), *(_program(p) for p in programs)])
 
 
-def page(lines: list[Line], points: dict[tuple, list[dict]], programs: str = "", after: str = "",
+def page(lines: list[Line], charts: dict[tuple, tuple[str, str]], programs: str = "", after: str = "",
          todo: str = "") -> str:
     """The whole HTML report: what to do (the newest check's root causes, markdown), the
     recorded programs (programs_html: their runs at a glance, then each one's functions),
-    then one section per host key, then ``after`` (HTML: the cache's health, what the cache
-    saved, predictions)."""
+    then one section per host key, with its two charts where `charts` has them (drawn by
+    charts_of), then ``after`` (HTML: the cache's health, what the cache saved, predictions)."""
     body = ["<h1>Compile ledger report</h1>", from_markdown(todo), programs, f"<p>{html.escape(text.INTRO)}</p>"]
     if not lines:
         body.append("<p>No warm or cold compile rows.</p>")
-    charted = _charted(lines)
-    body += [_section(host, group, points, host in charted) for host, group in rl.group_by_host(lines)]
+    body += [_section(host, group, charts.get(host)) for host, group in rl.group_by_host(lines)]
     body.append(after)
     return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>Compile ledger report</title><style>{STYLE}</style></head>\n<body>\n"
             + "\n".join(body) + f"\n{SORT}\n</body></html>\n")
 
 
-def write_html(engine, path, filters: dict | None = None) -> tuple[int, int]:
+def _charts(title: str, group: list[Line], points: dict[tuple, list[dict]]) -> tuple[str, str]:
+    return bar_chart(title, group), timeline_chart(title, group, points)
+
+
+def _keys(group: list[Line]) -> list[tuple]:
+    return [(*ln.host, *ln.cell) for ln in chosen(group)]
+
+
+def _load_matplotlib() -> None:
+    import ledger.report.mpl  # noqa: F401
+
+
+Draw = Callable[[str, list[Line], dict], Callable[[], tuple[str, str]]]
+
+
+@contextmanager
+def drawing() -> Iterator[Draw]:
+    """What draws a host key's two charts: draw(title, group, points) gives a call that
+    returns them. In a forked process (ledger/workers.py) started now, which imports
+    matplotlib (a quarter of the report's time) while this one opens the ledger, and draws
+    while this one runs the report's other queries (as much again); here where there is no
+    fork. Enter it before the ledger opens: no connection may cross into the fork."""
+    from ledger.workers import can_fork, forked_pool
+
+    if not can_fork():
+        yield lambda title, group, points: lambda: _charts(title, group, points)
+        return
+    pool = forked_pool(1, _load_matplotlib)
+    try:
+        pool.submit(int)  # the process forks at its first job: now
+        yield lambda title, group, points: pool.submit(_charts, title, group, points).result
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def write_html(engine, path, filters: dict | None = None, draw: Draw | None = None) -> tuple[int, int]:
     """Write the HTML report to `path` atomically; returns its numbers of key tables and
-    charts."""
+    charts. `draw`: drawing()'s, entered before `engine` connected; else charts are drawn here."""
     from ledger.report import health, predictions, recorded, saved, todo
 
+    draw = draw or (lambda title, group, points: lambda: _charts(title, group, points))
     with engine.connect() as conn:
         lines = rl.collect(conn, filters)
         charted = _charted(lines)
         drawn = [ln for _, group in rl.group_by_host(lines) if group[0].host in charted for ln in chosen(group)]
         points = rl.series(conn, filters, per_key=100, only=drawn)
+        # drawn beside the queries below; the points of the lines each chart draws
+        pending = {host: draw(text.host_title(host), group, {k: points[k] for k in _keys(group) if k in points})
+                   for host, group in rl.group_by_host(lines) if host in charted}
         costs_of = savings.ColdCosts()  # the programs and the time saved: mostly the same cells
         programs = programs_html(recorded.programs(conn, filters, costs_of))
     days = saved.per_day(engine, filters, costs_of)
     after = "\n".join([from_markdown(health.markdown(engine, filters)), time_saved(days),
                        from_markdown(predictions.markdown(engine, (filters or {}).get("hostname")))])
-    atomic_write(path, page(lines, points, programs, after, todo.markdown(engine, filters)))
+    charts = {host: result() for host, result in pending.items()}
+    atomic_write(path, page(lines, charts, programs, after, todo.markdown(engine, filters)))
     tables = len(rl.group_by_host(lines))
     return tables, 2 * min(tables, CHARTED)
