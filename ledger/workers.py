@@ -22,9 +22,15 @@ def can_fork() -> bool:
 
 def _exit_with_parent(parent: int, then: Callable[[], None] | None) -> None:
     """Pool initializer: a worker whose command died (SIGKILL, the OOM killer) exits too,
-    instead of waiting on its pipes for work that never comes; then `then`, if given."""
+    instead of waiting on its pipes for work that never comes; then `then`, if given.
+    Ctrl-C is the command's: it reaches every process of the terminal's group, and a
+    worker would print its own KeyboardInterrupt traceback under the command's one line;
+    the command answers it and shuts the pool down."""
+    import signal
     import threading
     import time
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     def watch() -> None:
         while os.getppid() == parent:

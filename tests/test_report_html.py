@@ -6,11 +6,15 @@ from __future__ import annotations
 import base64
 import html as html_lib
 import json
+import os
 import re
+import signal
 import sqlite3
 import struct
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -110,6 +114,30 @@ def test_the_charts_are_drawn_in_a_forked_process_and_equal_those_drawn_here(pag
                      for png in _charts(host_title(host), group, points)]
     assert forked.read_bytes() == here.read_bytes() == page.read_bytes()
     assert IMG.findall(forked.read_text()) == whole
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_the_charts_process_runs_ends_both_saying_nothing(page, tmp_path):
+    """Ctrl-C reaches every process of the terminal's group: the drawing process (here in
+    its matplotlib import or waiting for work) leaves it to the command, which exits 130,
+    prints no worker's traceback and leaves no process behind."""
+    ledger = Path(sys.executable).with_name("ledger")
+    run = subprocess.Popen([str(ledger), "report", "--html", str(tmp_path / "r.html"), "--db", str(page.parent / "ledger.db")],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while len(_group(run.pid)) < 2 and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)  # until the drawing process has forked
+    assert run.poll() is None, run.communicate()
+    os.killpg(run.pid, signal.SIGINT)
+    out, err = run.communicate(timeout=60)
+    assert (run.returncode, out, err) == (130, "", "")
+    time.sleep(0.5)  # the drawer exits as its pool shuts down
+    assert _group(run.pid) == []
+    assert not (tmp_path / "r.html").exists()
+
+
+def _group(pgid: int) -> list[str]:
+    return subprocess.run(["pgrep", "-g", str(pgid)], capture_output=True, text=True, check=False).stdout.split()
 
 
 @pytest.mark.slow
