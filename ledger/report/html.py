@@ -431,8 +431,8 @@ def page(lines: list[Line], charts: dict[tuple, tuple[str, str]], programs: str 
          todo: str = "") -> str:
     """The whole HTML report: what to do (the newest check's root causes, markdown), the
     recorded programs (programs_html: their runs at a glance, then each one's functions),
-    then one section per host key, with its two charts where `charts` has them (drawn by
-    charts_of), then ``after`` (HTML: the cache's health, what the cache saved, predictions)."""
+    then one section per host key, with its two charts where `charts` has them (drawing()),
+    then ``after`` (HTML: the cache's health, what the cache saved, predictions)."""
     body = ["<h1>Compile ledger report</h1>", from_markdown(todo), programs, f"<p>{html.escape(text.INTRO)}</p>"]
     if not lines:
         body.append("<p>No warm or cold compile rows.</p>")
@@ -458,6 +458,11 @@ def _load_matplotlib() -> None:
 Draw = Callable[[str, list[Line], dict], Callable[[], tuple[str, str]]]
 
 
+def _here(title: str, group: list[Line], points: dict) -> Callable[[], tuple[str, str]]:
+    """A Draw that draws in this process, when its result is asked for."""
+    return lambda: _charts(title, group, points)
+
+
 @contextmanager
 def drawing() -> Iterator[Draw]:
     """What draws a host key's two charts: draw(title, group, points) gives a call that
@@ -468,7 +473,7 @@ def drawing() -> Iterator[Draw]:
     from ledger.workers import can_fork, forked_pool
 
     if not can_fork():
-        yield lambda title, group, points: lambda: _charts(title, group, points)
+        yield _here
         return
     pool = forked_pool(1, _load_matplotlib)
     try:
@@ -483,7 +488,7 @@ def write_html(engine, path, filters: dict | None = None, draw: Draw | None = No
     charts. `draw`: drawing()'s, entered before `engine` connected; else charts are drawn here."""
     from ledger.report import health, predictions, recorded, saved, todo
 
-    draw = draw or (lambda title, group, points: lambda: _charts(title, group, points))
+    draw = draw or _here
     with engine.connect() as conn:
         lines = rl.collect(conn, filters)
         charted = _charted(lines)
