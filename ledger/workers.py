@@ -4,20 +4,34 @@ report's chart drawing (ledger/report/html.py).
 
 Fork, not spawn: a worker starts in milliseconds with what its parent has imported, and
 is started before any database connection is opened, so none crosses into it. Where
-fork is missing (Windows, or a Python without it) there is no pool, and the caller does
-the work itself.
+fork is missing (Windows, or a Python without it), or not safe (can_fork), there is no
+pool, and the caller does the work itself.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 
 
+def _threads() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))  # every thread, native ones too
+    except OSError:
+        import threading
+
+        return threading.active_count()
+
+
 def can_fork() -> bool:
+    """Whether to fork: the platform has it, and this process runs no other thread that
+    the child could inherit holding a lock, and has not loaded JAX (whose runtime threads
+    make a fork a likely deadlock: JAX warns so at every fork). `ledger` started as a
+    command never has either; a program calling the Python API (ledger.command) may."""
     import multiprocessing
 
-    return "fork" in multiprocessing.get_all_start_methods()
+    return "fork" in multiprocessing.get_all_start_methods() and "jax" not in sys.modules and _threads() == 1
 
 
 def _exit_with_parent(parent: int, then: Callable[[], None] | None) -> None:

@@ -117,6 +117,20 @@ def test_the_charts_are_drawn_in_a_forked_process_and_equal_those_drawn_here(pag
 
 
 @pytest.mark.slow
+def test_a_process_that_loaded_jax_or_runs_threads_draws_here_and_never_forks(page, tmp_path):
+    """The Python API called from a program that has loaded JAX (or runs a thread of its
+    own): a fork there may deadlock (JAX warns so at every fork), so the charts are drawn in
+    the program's process, the same page, and nothing is said."""
+    db = page.parent / "ledger.db"
+    for first in ("import jax", "import threading; threading.Thread(target=threading.Event().wait, daemon=True).start()"):
+        out = tmp_path / "r.html"
+        run = subprocess.run([sys.executable, "-c", f"{first}\n{DRAWN_ELSEWHERE}", str(db), str(out)],
+                             capture_output=True, text=True, timeout=120, check=False)
+        assert (run.returncode, run.stdout, run.stderr) == (0, "(3, 6) True\n", ""), first
+        assert out.read_bytes() == page.read_bytes()
+
+
+@pytest.mark.slow
 def test_ctrl_c_while_the_charts_process_runs_ends_both_saying_nothing(page, tmp_path):
     """Ctrl-C reaches every process of the terminal's group: the drawing process (here in
     its matplotlib import or waiting for work) leaves it to the command, which exits 130,
