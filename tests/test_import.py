@@ -415,3 +415,18 @@ def test_an_import_whose_rows_fall_at_or_below_the_fold_resets_it_as_the_trigger
         conn.execute(sa.text("UPDATE cache_cells_state SET upto = 1000000"))
     assert run_cli("import", tmp_path / "new.json", "--db", db).exit_code == 0
     assert query(db, "SELECT upto FROM cache_cells_state") == [(10**6,)]
+
+
+@pytest.mark.slow  # a fresh interpreter: 0.15 s of CPU or more
+def test_what_the_readers_run_imports_no_sqlalchemy():
+    """`ledger import` forks its readers before the ledger opens (ledger/command.py:
+    import_json), so that they parse while SQLAlchemy loads: what the command imports to
+    start them (each row's cell slot among it: ledger/storage/cell_ids.py) loads neither
+    SQLAlchemy nor alembic."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nimport ledger.legacy.reading\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('sqlalchemy', 'alembic')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert (out.stdout, out.stderr) == ("[]\n", "")
