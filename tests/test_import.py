@@ -236,6 +236,9 @@ def forked_readers(monkeypatch):
 
     monkeypatch.setattr(ledger.legacy.reading, "PARALLEL_BYTES", 0)
     monkeypatch.setattr(ledger.legacy.reading.os, "cpu_count", lambda: 2)
+    # and fork here, in a pytest worker that runs threads (xdist's) and may have loaded JAX,
+    # where the command itself would not (workers.can_fork): its readers only parse JSON
+    monkeypatch.setattr(ledger.legacy.reading, "can_fork", lambda: True)
     monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", CountedPool)
     return pools
 
