@@ -43,7 +43,7 @@ class ImportSummary:
 
 def _insert_part(conn: Connection, part: Batch, summary: ImportSummary, cells: dict) -> None:
     if part.fast_rows:
-        rows = cell_ids.ids(conn, part.fast_cells, part.fast_rows, cells)
+        rows = cell_ids.ids(conn, part.fast_cells, part.fast_rows, part.fast_slots, cells)
         sql = insert_sql(conn, compile_records, (*STATED_COLUMNS, "cell_id"))
         summary.added_compile += conn.exec_driver_sql(sql, rows).rowcount
     summary.added_compile += insert_new(conn, compile_records, part.compile_rows)

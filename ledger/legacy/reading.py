@@ -37,9 +37,10 @@ _CACHE_DIR_AT, _TAG_AT = FAST_COLUMNS.index("cache_dir"), FAST_COLUMNS.index("ta
 @dataclass
 class Batch:
     compile_rows: list[dict] = field(default_factory=list)
-    # in STATED_COLUMNS order, then the row's cell as an index into fast_cells (cell_ids.cell_slots)
-    fast_rows: list[tuple] = field(default_factory=list)
+    fast_rows: list[tuple] = field(default_factory=list)  # in STATED_COLUMNS order
+    # the fast rows' distinct cells, and each row's as an index among them (cell_ids.cell_slots)
     fast_cells: list[tuple] = field(default_factory=list)
+    fast_slots: list[int] = field(default_factory=list)
     instrument_rows: list[dict] = field(default_factory=list)
 
     def __len__(self) -> int:
@@ -116,8 +117,9 @@ def read_file(path: Path, batch: Batch, skipped: list[str] | None) -> int:
         if len(plain) == len(data):
             fast = legacy_rows_fast(plain, default_hardware=hardware, text_checked=text_plain)
             if fast is not None:
-                assert not batch.fast_rows  # one file's fast rows to a batch: their cells index one list
-                batch.fast_cells, batch.fast_rows = cell_slots(STATED_COLUMNS, with_states(fast, _CACHE_DIR_AT, _TAG_AT))
+                assert not batch.fast_rows  # one file's fast rows to a batch: their slots index one list
+                batch.fast_rows = with_states(fast, _CACHE_DIR_AT, _TAG_AT)
+                batch.fast_cells, batch.fast_slots = cell_slots(STATED_COLUMNS, batch.fast_rows)
                 return len(data)
     # The general path, record by record: mixed files, extra fields, and any file
     # with a value to convert or to report by its record index.

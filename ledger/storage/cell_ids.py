@@ -120,35 +120,36 @@ def cell_id_of(conn, row: dict) -> int:
     return ids_of(conn, [cell])[cell]
 
 
-def cell_slots(columns, rows: list[tuple]) -> tuple[list[tuple], list[tuple]]:
-    """A batch's distinct cells, in the order of their first rows, and its rows (tuples in
-    `columns` order) each with a last item added: the index of its cell among them, which
-    ids() makes the cell id. The half of with_cell_ids() that needs no database, so an
-    import's readers do it beside the insert (ledger/legacy/reading.py): in the inserting
-    process it was a sixth of an import's insert. A cell column the batch lacks is NULL in
-    its cells."""
+def cell_slots(columns, rows: list[tuple]) -> tuple[list[tuple], list[int]]:
+    """A batch's distinct cells, in the order of their first rows, and each row's slot: the
+    index of its cell among them, which ids() makes the row's cell id. The half of
+    with_cell_ids() that needs no database, so an import's readers do it beside the insert
+    (ledger/legacy/reading.py): in the inserting process it was a sixth of an import's
+    insert. `rows`: tuples in `columns` order; a cell column the batch lacks is NULL in its
+    cells."""
     at = [columns.index(c) if c in columns else None for c in CELL_COLUMNS]
     present = [i for i in at if i is not None]
     # a row's values keyed by the columns it has; few distinct, however many rows
     get = itemgetter(*present) if len(present) > 1 else lambda row: tuple(row[i] for i in present)
-    slots = {i: n for n, i in enumerate(present)}
+    positions = {i: n for n, i in enumerate(present)}
     index: dict[tuple, int] = {}
-    out = [(*row, index.setdefault(get(row), len(index))) for row in rows]
-    cells = [tuple(None if i is None else m[slots[i]] for i in at) for m in index]
-    return cells, out
+    slots = [index.setdefault(key, len(index)) for key in map(get, rows)]
+    cells = [tuple(None if i is None else m[positions[i]] for i in at) for m in index]
+    return cells, slots
 
 
-def ids(conn, cells: list[tuple], rows: list[tuple], known: dict | None = None) -> list[tuple]:
-    """`rows` of cell_slots() with each last item made the id of its cell (ids_of).
-    `known`: the cells found by earlier batches of one transaction, kept and added to."""
+def ids(conn, cells: list[tuple], rows: list[tuple], slots: list[int], known: dict | None = None) -> list[tuple]:
+    """`rows` each with its cell's id added as a last item, from cell_slots()'s `cells` and
+    `slots` (ids_of). `known`: the cells found by earlier batches of one transaction, kept
+    and added to."""
     known = {} if known is None else known
     known.update(ids_of(conn, [cell for cell in cells if cell not in known]))
     of = [known[cell] for cell in cells]
-    return [(*row[:-1], of[row[-1]]) for row in rows]
+    return [(*row, of[slot]) for row, slot in zip(rows, slots, strict=True)]
 
 
 def with_cell_ids(conn, columns, rows: list[tuple], known: dict | None = None) -> tuple[tuple, list[tuple]]:
     """A batch's columns and rows (tuples in `columns` order) with each row's cell id
     added as a last column: cell_slots(), then ids()."""
-    cells, slotted = cell_slots(columns, rows)
-    return (*columns, "cell_id"), ids(conn, cells, slotted, known)
+    cells, slots = cell_slots(columns, rows)
+    return (*columns, "cell_id"), ids(conn, cells, rows, slots, known)
