@@ -1,10 +1,10 @@
 """matplotlib as the HTML report draws with it: the Agg backend (no display is needed:
 CI machines have none) and the few names ledger/report/html.py uses.
 
-Importing it is a quarter of `ledger report --html` (about 0.6 s), so html.preload() starts
-it on a thread as the command begins, while the report's queries run inside the database,
-which releases the GIL (bench/bench_runs.py); the drawing imports it from here and waits
-for that import, if it is still running, by Python's own module lock.
+Importing it is a quarter of `ledger report --html` (about 0.6 s), so the report's drawing
+process (html.drawing()) imports it as it starts, while the command opens the ledger and
+runs its queries; the drawing functions import it from here where they run. Imported by
+nothing at start-up: a command that draws nothing never loads matplotlib.
 """
 
 import matplotlib
