@@ -117,6 +117,23 @@ def test_the_charts_are_drawn_in_a_forked_process_and_equal_those_drawn_here(pag
 
 
 @pytest.mark.slow
+def test_a_function_named_like_a_formula_is_drawn_as_its_name(tmp_path):
+    """matplotlib reads text between two dollar signs as math: a function named so
+    (`jit_$\\frac$` is no formula it can parse) crashed the drawing; a chart's words are
+    a ledger's values, drawn as they are."""
+    db = tmp_path / "ledger.db"
+    recorded_runs(db, 5, 3, functions=3)
+    con = sqlite3.connect(db)
+    with con:
+        con.execute("UPDATE compile_records SET function = ? WHERE function = 'jit_fn0'", ("jit_$\\frac$",))
+    con.close()
+    out = tmp_path / "r.html"
+    r = run_cli("report", "--db", db, "--html", out)
+    assert (r.exit_code, r.output) == (0, f"wrote {out} (1 table, 2 charts)\n")
+    assert "jit_$\\frac$" in out.read_text()
+
+
+@pytest.mark.slow
 def test_a_process_that_loaded_jax_or_runs_threads_draws_here_and_never_forks(page, tmp_path):
     """The Python API called from a program that has loaded JAX (or runs a thread of its
     own): a fork there may deadlock (JAX warns so at every fork), so the charts are drawn in

@@ -90,7 +90,7 @@ def _cost(ln: Line) -> float:
 def bar_chart(title: str, lines: list[Line]) -> str:
     """Newest cold against newest warm compile of the BARS costliest cells and transforms
     (log scale: the cache's wins span 0.2 s to 700 s), in a figure of one fixed size."""
-    from ledger.report.mpl import Figure, NullLocator
+    from ledger.report.mpl import PLAIN, Figure, NullLocator
 
     lines = sorted(lines, key=_cost, reverse=True)[:BARS]
     labels = [_label(ln) for ln in lines]
@@ -108,6 +108,7 @@ def bar_chart(title: str, lines: list[Line]) -> str:
     if any(v > 0 for v in warm + cold):
         ax.set_xscale("log")
         ax.xaxis.set_minor_locator(NullLocator())
+        ax.xaxis.set_major_formatter(PLAIN)
     ax.set_xlabel("compile_s (log)")
     ax.set_title(f"cold vs warm compile: {title}" + (f" (the {BARS} costliest)" if len(labels) == BARS else ""),
                  fontsize=10)
@@ -145,7 +146,7 @@ def _bar(row: dict | None) -> float:
 
 
 def _draw_cell(ax, ln: Line, points: list[dict]) -> None:
-    from ledger.report.mpl import AutoDateLocator, ConciseDateFormatter, NullLocator
+    from ledger.report.mpl import PLAIN, AutoDateLocator, ConciseDateFormatter, NullLocator
 
     points = _drawable(points)
     for state, color in ((WARM, WARM_COLOR), (COLD, COLD_COLOR)):
@@ -168,6 +169,7 @@ def _draw_cell(ax, ln: Line, points: list[dict]) -> None:
         ax.set_yscale("log")  # warm and cold differ by up to 100x: both stay readable
         # (over a decade, so a labelled decade at least; minor ticks, unlabelled, were a third of drawing the panels)
         ax.yaxis.set_minor_locator(NullLocator())
+        ax.yaxis.set_major_formatter(PLAIN)
     locator = AutoDateLocator()
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
