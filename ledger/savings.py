@@ -30,8 +30,6 @@ import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import sqlalchemy as sa
-
 from ledger.record import COLD, STATELESS_KEY
 from ledger.rows import key_values, ok_sql
 
@@ -89,35 +87,54 @@ def _loaded():
 def cold_costs(conn, cells: set[tuple]) -> dict[tuple, Cost]:
     """Each of ``cells``' cold cost (a cell: its values of CELL, as rows.key_values gives
     them). One read of the cold rows of the cells' functions and transforms, as plain
-    tuples: at 50k cold rows, mapping each row cost more than the query."""
+    tuples: at 50k cold rows, mapping each row cost more than the query; where every row
+    has its cell id, each row as its id, the cells' values read once from `cells`."""
     if not cells:
         return {}
-    cols = ", ".join(CELL)
+    from ledger.storage.cell_ids import all_assigned
+
     transforms = sorted({c[CELL.index("transform")] for c in cells if c[CELL.index("transform")] is not None})
     functions = sorted({c[CELL.index("function")] for c in cells if c[CELL.index("function")] is not None})
     where = " AND transform IN :transforms" if transforms else ""
     # a probe row's function is NULL: its cells are read whole
     where += " AND (function IS NULL OR function IN :functions)" if functions else ""
-    sql = sa.text(f"SELECT compile_s, CASE WHEN {_loaded()} THEN 1 ELSE 0 END, {cols} FROM compile_records"
-                  f" WHERE cache_state = '{COLD}' AND {ok_sql()} AND compile_s IS NOT NULL{where}")
-    params = {}
-    if transforms:
-        sql, params = sql.bindparams(sa.bindparam("transforms", expanding=True)), {"transforms": transforms}
-    if functions:
-        sql, params = sql.bindparams(sa.bindparam("functions", expanding=True)), {**params, "functions": functions}
-    quiet: dict[tuple, list[float]] = {}
-    loaded: dict[tuple, list[float]] = {}
-    mp = CELL.index("mixed_precision")
-    for seconds, is_loaded, *key in conn.execute(sql, params).all():
-        if key[mp] is not None:
-            key[mp] = bool(key[mp])
-        cell = tuple(key)
-        if cell not in cells:
-            continue
-        (loaded if is_loaded else quiet).setdefault(cell, []).append(seconds)
+    params = {"transforms": transforms, "functions": functions}
+    by_id = all_assigned(conn)
+    quiet: dict = {}
+    loaded: dict = {}
+    for seconds, is_loaded, *key in conn.execute(_bound(
+            f"SELECT compile_s, CASE WHEN {_loaded()} THEN 1 ELSE 0 END, {'cell_id' if by_id else ', '.join(CELL)}"
+            f" FROM compile_records WHERE cache_state = '{COLD}' AND {ok_sql()} AND compile_s IS NOT NULL{where}",
+            params), params):
+        (loaded if is_loaded else quiet).setdefault(key[0] if by_id else _cell(key), []).append(seconds)
+    if by_id:  # each cell id as its cell's values
+        of = {r[0]: key_values(r._mapping, CELL) for r in conn.execute(
+            _bound(f"SELECT id, {', '.join(CELL)} FROM cells WHERE 1 = 1{where}", params), params)}
+        quiet, loaded = ({of[i]: v for i, v in d.items()} for d in (quiet, loaded))
     return {c: Cost(statistics.median(quiet[c]) if c in quiet else None, len(quiet.get(c, ())),
                     len(loaded.get(c, ())), statistics.median(loaded[c]) if c in loaded else None)
             for c in cells if c in quiet or c in loaded}
+
+
+_MP = CELL.index("mixed_precision")
+
+
+def _cell(key: list) -> tuple:
+    """A cell's values as read, as key_values gives them (mixed_precision a bool)."""
+    if key[_MP] is not None:
+        key[_MP] = bool(key[_MP])
+    return tuple(key)
+
+
+def _bound(sql: str, params: dict):
+    """`sql` with its list parameters (those it names) bound as expanding: IN :name."""
+    import sqlalchemy as sa
+
+    stmt = sa.text(sql)
+    for name in params:
+        if f":{name}" in sql:
+            stmt = stmt.bindparams(sa.bindparam(name, expanding=True))
+    return stmt
 
 
 class ColdCosts:

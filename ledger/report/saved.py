@@ -54,17 +54,24 @@ def _since(conn, where: str, params: dict) -> str:
 def _groups(conn, filters: dict | None) -> list[dict]:
     """Warm and cold compiles of the ledger's DAYS newest days, summed per host, cache
     dir, day, cell and key in the database: the report reads a few thousand groups, not
-    every row (a key: JAX's seconds in its entry, where the cell was never cold)."""
+    every row (a key: JAX's seconds in its entry, where the cell was never cold). Grouped
+    by cell id where every row has one (cell_ids.all_assigned), its values read after."""
+    from ledger.storage.cell_ids import all_assigned
+
     where, params = filter_sql(filters)
     where += " AND timestamp >= :since"
     params = {**params, "since": _since(conn, *filter_sql(filters))}
     cols = ", ".join(savings.CELL)
-    sql = (f"SELECT cache_dir, SUBSTR(timestamp, 1, 10) AS day, {cols}, cache_key, COUNT(*) AS n,"
-           f" SUM(CASE WHEN cache_state = '{WARM}' THEN 1 ELSE 0 END) AS n_warm,"
+    by_id = all_assigned(conn)
+    sql = (f"SELECT cache_dir, SUBSTR(timestamp, 1, 10) AS day, {'cell_id' if by_id else cols}, cache_key,"
+           f" COUNT(*) AS n, SUM(CASE WHEN cache_state = '{WARM}' THEN 1 ELSE 0 END) AS n_warm,"
            f" SUM(CASE WHEN cache_state = '{WARM}' THEN compile_s ELSE 0 END) AS warm_s"
            f" FROM compile_records WHERE cache_state IN ('{COLD}', '{WARM}') AND {ok_sql()}"
            f" AND compile_s IS NOT NULL AND cache_dir IS NOT NULL AND cache_dir <> '' AND timestamp IS NOT NULL{where}"
-           f" GROUP BY cache_dir, SUBSTR(timestamp, 1, 10), {cols}, cache_key")
+           f" GROUP BY cache_dir, SUBSTR(timestamp, 1, 10), {'cell_id' if by_id else cols}, cache_key")
+    if by_id:
+        sql = (f"SELECT g.cache_dir, g.day, {', '.join(f'c.{c}' for c in savings.CELL)}, g.cache_key, g.n, g.n_warm,"
+               f" g.warm_s FROM ({sql}) g JOIN cells c ON c.id = g.cell_id")
     return [dict(r) for r in conn.execute(sa.text(sql), params).mappings()]
 
 

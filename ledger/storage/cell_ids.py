@@ -71,6 +71,17 @@ def assign(conn) -> int:
     return conn.exec_driver_sql(sql).rowcount
 
 
+def all_assigned(conn) -> bool:
+    """Whether every compile row has its cell id, so a read may group rows by cell_id (one
+    integer) where it would sort them by the cell's thirteen columns: each writer gives
+    its rows their ids, but a row INSERTed by hand has none until the next `ledger check`
+    assigns it one, and a read-only command may not. One look through the index on
+    cell_id (its NULLs are in it)."""
+    import sqlalchemy as sa
+
+    return not conn.execute(sa.text("SELECT 1 FROM compile_records WHERE cell_id IS NULL LIMIT 1")).first()
+
+
 # Bound parameters per statement stay far under any backend's limit (SQLite's 32,766).
 _CELLS_PER_QUERY = 100
 
