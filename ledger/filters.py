@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import shlex
 
-import sqlalchemy as sa
-
 from ledger.errors import LedgerError
 from ledger.record import CELL_LABELS
 
@@ -52,6 +50,8 @@ def refuse_unmatched(conn, filters: dict | None, consequence: str) -> None:
     that takes them (pins update and list, check, report) would otherwise print an
     empty answer and exit 0, and a typo in a CI filter would read as all-clear.
     No filters, or a matching row (or pin: one merged from another ledger): nothing to say."""
+    import sqlalchemy as sa
+
     where, params = filter_sql(filters)
     if where and not any(conn.execute(sa.text(f"SELECT 1 FROM {table} WHERE 1 = 1{where} LIMIT 1"), params).first()
                          for table in ("compile_records", "pins")):

@@ -116,6 +116,29 @@ def test_the_charts_are_drawn_in_a_forked_process_and_equal_those_drawn_here(pag
     assert IMG.findall(forked.read_text()) == whole
 
 
+FORKED_WHEN = """
+import sys
+from ledger import workers
+loaded, real = [], workers.forked_pool
+def pool(*args, **kwargs):
+    loaded.append("sqlalchemy" in sys.modules)
+    return real(*args, **kwargs)
+workers.forked_pool = pool
+from ledger.command import report_html
+print(report_html(sys.argv[2], sys.argv[1]), loaded)
+"""
+
+
+@pytest.mark.slow
+def test_the_drawing_process_forks_before_sqlalchemy_loads(page, tmp_path):
+    """The drawer imports matplotlib while the command imports SQLAlchemy, not after it:
+    ledger/report/html.py and what it imports load none of it (a module-level import in
+    savings, filters, lines or runs would fork the drawer a sixth of a second later)."""
+    out = subprocess.run([sys.executable, "-c", FORKED_WHEN, str(page.parent / "ledger.db"), str(tmp_path / "r.html")],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert (out.returncode, out.stdout, out.stderr) == (0, "(3, 6) [False]\n", "")
+
+
 @pytest.mark.slow
 def test_a_function_named_like_a_formula_is_drawn_as_its_name(tmp_path):
     """matplotlib reads text between two dollar signs as math: a function named so

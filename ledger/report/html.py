@@ -110,7 +110,7 @@ def bar_chart(title: str, lines: list[Line]) -> str:
         ax.xaxis.set_minor_locator(NullLocator())
         ax.xaxis.set_major_formatter(PLAIN)
     ax.set_xlabel("compile_s (log)")
-    ax.set_title(f"cold vs warm compile: {title}" + (f" (the {BARS} costliest)" if len(labels) == BARS else ""),
+    ax.set_title(f"cold vs warm compile: {title}" + (f" (the {BARS} costliest)" if len(labels) == BARS else ""), y=1.0,
                  fontsize=10)
     ax.legend(loc="lower right", fontsize=8)
     return _png(fig)
@@ -179,7 +179,7 @@ def _draw_cell(ax, ln: Line, points: list[dict]) -> None:
         # one instant (or a few seconds) has no width: matplotlib would span a day or years
         # around it; a few minutes either side keep it a point on a readable clock
         ax.set_xlim(times[0] - ONE_POINT_SPAN, times[-1] + ONE_POINT_SPAN)
-    ax.set_title(title, fontsize=8, loc="left")
+    ax.set_title(title, fontsize=8, loc="left", y=1.0)  # where it goes anyway: no search for it
     ax.set_ylabel("compile_s", fontsize=7)
     ax.tick_params(which="both", labelsize=7)
 
@@ -446,6 +446,7 @@ def page(lines: list[Line], charts: dict[tuple, tuple[str, str]], programs: str 
 
 
 def _charts(title: str, group: list[Line], points: dict[tuple, list[dict]]) -> tuple[str, str]:
+    """A host key's two charts, drawn here, one after the other."""
     return bar_chart(title, group), timeline_chart(title, group, points)
 
 
@@ -457,21 +458,23 @@ def _load_matplotlib() -> None:
     import ledger.report.mpl  # noqa: F401
 
 
-Draw = Callable[[str, list[Line], dict], Callable[[], tuple[str, str]]]
+# What draws: draw(chart, *args) gives a call that returns chart(*args), a PNG in base64.
+Draw = Callable[..., Callable[[], str]]
 
 
-def _here(title: str, group: list[Line], points: dict) -> Callable[[], tuple[str, str]]:
+def _here(chart: Callable[..., str], *args) -> Callable[[], str]:
     """A Draw that draws in this process, when its result is asked for."""
-    return lambda: _charts(title, group, points)
+    return lambda: chart(*args)
 
 
 @contextmanager
 def drawing() -> Iterator[Draw]:
-    """What draws a host key's two charts: draw(title, group, points) gives a call that
-    returns them. In a forked process (ledger/workers.py) started now, which imports
-    matplotlib (a quarter of the report's time) while this one opens the ledger, and draws
-    while this one runs the report's other queries (as much again); here where there is no
-    fork. Enter it before the ledger opens: no connection may cross into the fork."""
+    """What draws the charts: draw(chart, *args) gives a call that returns chart(*args).
+    In a forked process (ledger/workers.py) started now, which imports matplotlib (a
+    third of the report's time) while this one imports SQLAlchemy and opens the ledger,
+    and draws while this one runs the report's other queries; here where there is no
+    fork. Enter it before SQLAlchemy loads (this module and what it imports do not load
+    it) and before the ledger opens: no connection may cross into the fork."""
     from ledger.workers import can_fork, forked_pool
 
     if not can_fork():
@@ -480,7 +483,7 @@ def drawing() -> Iterator[Draw]:
     pool = forked_pool(1, _load_matplotlib)
     try:
         pool.submit(int)  # the process forks at its first job: now
-        yield lambda title, group, points: pool.submit(_charts, title, group, points).result
+        yield lambda chart, *args: pool.submit(chart, *args).result
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
@@ -494,17 +497,18 @@ def write_html(engine, path, filters: dict | None = None, draw: Draw | None = No
     with engine.connect() as conn:
         lines = rl.collect(conn, filters)
         charted = _charted(lines)
-        drawn = [ln for _, group in rl.group_by_host(lines) if group[0].host in charted for ln in chosen(group)]
-        points = rl.series(conn, filters, per_key=100, only=drawn)
-        # drawn beside the queries below; the points of the lines each chart draws
-        pending = {host: draw(text.host_title(host), group, {k: points[k] for k in _keys(group) if k in points})
-                   for host, group in rl.group_by_host(lines) if host in charted}
+        groups = [(host, text.host_title(host), group) for host, group in rl.group_by_host(lines) if host in charted]
+        # each chart drawn beside the queries after it: the bars need only the lines
+        bars = {host: draw(bar_chart, title, group) for host, title, group in groups}
+        points = rl.series(conn, filters, per_key=100, only=[ln for *_, group in groups for ln in chosen(group)])
+        timelines = {host: draw(timeline_chart, title, group, {k: points[k] for k in _keys(group) if k in points})
+                     for host, title, group in groups}  # handed the points of its own lines only
         costs_of = savings.ColdCosts()  # the programs and the time saved: mostly the same cells
         programs = programs_html(recorded.programs(conn, filters, costs_of))
     days = saved.per_day(engine, filters, costs_of)
     after = "\n".join([from_markdown(health.markdown(engine, filters)), time_saved(days),
                        from_markdown(predictions.markdown(engine, (filters or {}).get("hostname")))])
-    charts = {host: result() for host, result in pending.items()}
+    charts = {host: (bars[host](), timelines[host]()) for host in bars}
     atomic_write(path, page(lines, charts, programs, after, todo.markdown(engine, filters)))
     tables = len(rl.group_by_host(lines))
     return tables, 2 * min(tables, CHARTED)

@@ -19,8 +19,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
-import sqlalchemy as sa
-
 from ledger import savings
 from ledger.filters import filter_sql
 from ledger.record import COLD, ENDED_EXIT, WARM
@@ -87,11 +85,15 @@ def _listed(conn, where: str, params: dict, limit: int | None, ids: list[str] | 
            " COALESCE(SUM(compile_s), 0) AS compile_s, COALESCE(SUM(trace_s), 0) AS trace_s"
            f" FROM compile_records WHERE run_id IS NOT NULL AND {ok_sql()}{where}{among}"
            " GROUP BY run_id ORDER BY started DESC, MAX(id) DESC" + (" LIMIT :limit" if limit else ""))
+    import sqlalchemy as sa
+
     stmt = _among(sql) if ids is not None else sa.text(sql)
     return [dict(r) for r in conn.execute(stmt, {**params, "limit": limit, "ids": ids}).mappings()]
 
 
 def _among(sql: str):
+    import sqlalchemy as sa
+
     # typed: an empty list is then a typed empty list on PostgreSQL, not NULL as an integer
     return sa.text(sql).bindparams(sa.bindparam("ids", expanding=True, type_=sa.Text))
 
@@ -177,6 +179,8 @@ def _runs(conn, rows: list[dict], saved_of_rows: list | None = None) -> list[Run
 
 def unrun_rows(engine, filters: dict | None = None) -> int:
     """Rows that belong to no run (no run id: legacy imports)."""
+    import sqlalchemy as sa
+
     where, params = filter_sql(filters)
     with engine.connect() as conn:
         return conn.execute(sa.text(f"SELECT COUNT(*) FROM compile_records WHERE run_id IS NULL{where}"),
