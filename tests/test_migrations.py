@@ -188,10 +188,22 @@ def test_failing_migration_rolls_back_to_previous_revision(any_db, how):
 
 
 def test_models_match_the_migrated_schema(db):
+    """Every table's columns, and its indexes: names, columns, uniqueness, and the
+    predicate of a partial one."""
     db_at(db, "head")
     insp = inspect(create_engine(f"sqlite:///{db}"))
     for table in metadata.sorted_tables:
         assert {c["name"] for c in insp.get_columns(table.name)} == set(table.c.keys())
+        built = {(ix["name"], tuple(ix["column_names"]), bool(ix["unique"]), _where(ix["dialect_options"]))
+                 for ix in insp.get_indexes(table.name)}
+        declared = {(ix.name, tuple(c.name for c in ix.columns), bool(ix.unique), _where(ix.dialect_options["sqlite"]))
+                    for ix in table.indexes}
+        assert built == declared, table.name
+
+
+def _where(options) -> str | None:
+    where = options.get("sqlite_where", options.get("where"))
+    return None if where is None else " ".join(str(where).split())
 
 
 @pytest.mark.slow

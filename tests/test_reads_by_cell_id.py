@@ -38,12 +38,12 @@ def _recorded(db) -> None:
     with open_ledger(str(db), "write") as ledger:
         for run in range(3):
             for i in range(3):
-                add_compile_record(ledger.engine, dict(
-                    transform="recorded", hostname="node1", process_index=0, function=f"jit_f{i}",
-                    input_signature="f32[3]", cache_dir="/c", command="python fit.py", run_id=f"run{run}",
-                    compile_index=i, pid=100 + run, compile_s=2.0 + i if run == 0 else 0.1 * run,
-                    cache_state="cold" if run == 0 else "warm", host_load_avg_1m=0.0, host_cpu_count=2,
-                    timestamp=f"2026-12-0{run + 1}T10:00:0{i}+00:00"))
+                add_compile_record(ledger.engine, {
+                    "transform": "recorded", "hostname": "node1", "process_index": 0, "function": f"jit_f{i}",
+                    "input_signature": "f32[3]", "cache_dir": "/c", "command": "python fit.py", "run_id": f"run{run}",
+                    "compile_index": i, "pid": 100 + run, "compile_s": 2.0 + i if run == 0 else 0.1 * run,
+                    "cache_state": "cold" if run == 0 else "warm", "host_load_avg_1m": 0.0, "host_cpu_count": 2,
+                    "timestamp": f"2026-12-0{run + 1}T10:00:0{i}+00:00"})
 
 
 def _without_ids(db, where: str) -> None:

@@ -34,19 +34,30 @@ _SA_TYPES = {str: sa.Text, float: sa.Float, int: sa.Integer, bool: sa.Boolean}
 # 2^31 - 1; SQLite's INTEGER is 64-bit, and only "INTEGER PRIMARY KEY" is its rowid.
 ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
+def _partial(name: str, *columns: str, where: str, unique: bool = False) -> sa.Index:
+    return sa.Index(name, *columns, unique=unique, sqlite_where=sa.text(where), postgresql_where=sa.text(where))
+
+
+def _keyed(table: str) -> sa.Index:
+    """A record lands once (0002); a row written by hand has no key and no entry."""
+    return _partial(f"ux_{table}_record_key", "record_key", where="record_key IS NOT NULL", unique=True)
+
+
 compile_records = sa.Table(
     "compile_records",
     metadata,
     sa.Column("id", ID, primary_key=True),
     *(sa.Column(name, _SA_TYPES[t]) for name, t in COMPILE_FIELDS.items()),
-    sa.Column("record_key", sa.BigInteger, unique=True),
+    sa.Column("record_key", sa.BigInteger),
+    _keyed("compile_records"),
     # the row's cell (revision 0018: ledger/storage/cell_ids.py), given by whatever writes it
     sa.Column("cell_id", sa.BigInteger),
     # a run's rows and an entry's rows (revision 0014: the cache-health findings), only the
     # rows that have one (0019: a legacy row has neither, and cost both an entry)
-    *(sa.Index(f"ix_compile_records_{c}", c, sqlite_where=sa.text(f"{c} IS NOT NULL"),
-               postgresql_where=sa.text(f"{c} IS NOT NULL")) for c in ("run_id", "cache_key")),
+    *(_partial(f"ix_compile_records_{c}", c, where=f"{c} IS NOT NULL") for c in ("run_id", "cache_key")),
     sa.Index("ix_compile_records_cell_id", "cell_id"),
+    # each recorded program's newest row (0020: ledger/report/recorded.py), rows with a command only
+    _partial("ix_compile_records_command", "command", "transform", where="command IS NOT NULL"),
 )
 
 # One row per cell of this ledger (revision 0018): its values, and the key text
@@ -67,7 +78,9 @@ instrument_records = sa.Table(
     sa.Column("record_kind", sa.Text, nullable=False),
     sa.Column("record_json", sa.Text, nullable=False),
     *(sa.Column(name, sa.Text) for name in INSTRUMENT_COLUMNS),
-    sa.Column("record_key", sa.BigInteger, unique=True),
+    sa.Column("record_key", sa.BigInteger),
+    _keyed("instrument_records"),
+    sa.Index("ix_instrument_records_kind", "record_kind"),
 )
 
 # -- the watch tables (revision 0006) ---------------------------------------------------
