@@ -27,6 +27,7 @@ def _said(db) -> dict:
         lines = rl.collect(conn, None)
         out["lines"] = lines
         out["points"] = rl.series(conn, None, per_key=2)  # the window's rank, not only its first row
+        out["drawn"] = rl.series(conn, None, per_key=2, only=lines[::3])  # the charted lines' rows only
         out["costs"] = savings.cold_costs(conn, {(*ln.host, *ln.cell) for ln in lines})
         out["assigned"] = all_assigned(conn)
     return out
@@ -58,7 +59,7 @@ def test_reads_by_cell_id_say_what_reads_by_the_cells_columns_say(any_db, tmp_pa
     assert by_id.pop("assigned") is True  # every writer gave its rows their ids
     # not vacuous: warm and cold lines, chart points, cold costs, programs and days saved
     assert {ln.warm is not None for ln in by_id["lines"]} == {True, False}
-    assert by_id["points"] and by_id["costs"]
+    assert by_id["points"] and by_id["costs"] and 0 < len(by_id["drawn"]) < len(by_id["points"])
     assert "python fit.py" in by_id["report"] and "| node1 | /c | 2026-12-03 | 3 | 100% | 8.40 |" in by_id["report"]
     _without_ids(any_db, "id / 2 * 2 = id")  # half the rows, of every cell
     by_columns = _said(any_db)

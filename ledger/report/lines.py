@@ -35,14 +35,18 @@ assert GROUP == (*HOST, *CELL_FIELDS)
 _NEWEST = ", ".join((*GROUP, "cache_state"))
 
 
-def _ranked(conn) -> str:
-    """Each row's rank within its cell and cache_state, newest first. Where every row has
-    its cell id the window partitions by it: sorting 61k rows by one integer instead of
-    thirteen columns halves the window (cache_state first: with cell_id first, SQLite
-    walks the cell_id index and looks up every row instead of sorting)."""
+def _by_id(conn) -> bool:
     from ledger.storage.cell_ids import all_assigned
 
-    partition = "cache_state, cell_id" if all_assigned(conn) else _NEWEST
+    return all_assigned(conn)
+
+
+def _ranked(by_id: bool) -> str:
+    """Each row's rank within its cell and cache_state, newest first. Where every row has
+    its cell id (_by_id) the window partitions by it: sorting 61k rows by one integer
+    instead of thirteen columns halves the window (cache_state first: with cell_id first,
+    SQLite walks the cell_id index and looks up every row instead of sorting)."""
+    partition = "cache_state, cell_id" if by_id else _NEWEST
     return f"ROW_NUMBER() OVER (PARTITION BY {partition} ORDER BY {newest_first()}) AS rn"
 
 
@@ -118,7 +122,7 @@ def collect(conn, filters: dict | None = None) -> list[Line]:
             lines[key] = Line(host=key[: len(HOST)], cell=key[len(HOST):])
         return lines[key]
 
-    for row in conn.execute(sa.text(_newest_rows_sql(where, _ranked(conn))), params).mappings():
+    for row in conn.execute(sa.text(_newest_rows_sql(where, _ranked(_by_id(conn)))), params).mappings():
         shown = {k: row[k] for k in ("id", "compile_s", "tag", "timestamp")} | {"loaded": bool(row["loaded"])}
         setattr(line(row), "warm" if row["cache_state"] == WARM else "cold", shown)
     cols = ", ".join(f"r.{c}" for c in GROUP)
@@ -169,22 +173,24 @@ def series(conn, filters: dict | None = None, per_key: int = 200,
     key (host + cell), each with the verdict a check marked it with (regression or
     went-cold), if any. A chart of a million points says no more than 200 per key.
     ``only``: the lines a chart draws; the window then sorts their transforms' and
-    functions' rows only, not the whole table."""
+    functions' rows only, not the whole table, and where every row has its cell id, finds
+    them through its index (their cells' ids read from `cells`) instead of a scan."""
     import sqlalchemy as sa
 
     where, params = filter_sql(filters, "r")
+    by_id = _by_id(conn)
     if only is not None:
         at = len(HOST) + CELL_FIELDS.index("transform"), len(HOST) + CELL_FIELDS.index("function")
         transforms = sorted({(ln.host + ln.cell)[at[0]] for ln in only} - {None}) or [""]
         functions = sorted({(ln.host + ln.cell)[at[1]] for ln in only} - {None}) or [""]
-        where += " AND r.transform IN :s_transforms AND (r.function IS NULL OR r.function IN :s_functions)"
+        where += f" AND r.cell_id IN (SELECT id FROM cells c WHERE {_drawn('c')})" if by_id else f" AND {_drawn('r')}"
         params = {**params, "s_transforms": transforms, "s_functions": functions}
     marks = ", ".join(f"'{v}'" for v in kinds.marked())
     # as in collect: the window ranks ids, the rows it keeps are read after it by id
     cols = ", ".join(f"r.{c}" for c in (*GROUP, "cache_state", "id", "compile_s", "timestamp"))
     sql = (
         f"SELECT {cols}, m.mark FROM compile_records r JOIN ("
-        f" SELECT id FROM (SELECT r.id, {_ranked(conn)} FROM compile_records r WHERE {_shown_sql(where)}) ranked"
+        f" SELECT id FROM (SELECT r.id, {_ranked(by_id)} FROM compile_records r WHERE {_shown_sql(where)}) ranked"
         f" WHERE rn <= {int(per_key)}) newest ON newest.id = r.id"
         " LEFT JOIN (SELECT row_id, max(verdict) AS mark FROM verdicts"
         f"  WHERE verdict IN ({marks}) GROUP BY row_id) m ON m.row_id = r.id ORDER BY {oldest_first('r')}"
@@ -197,3 +203,9 @@ def series(conn, filters: dict | None = None, per_key: int = 200,
         out.setdefault(key_values(row, GROUP), []).append(
             {k: row[k] for k in ("cache_state", "id", "compile_s", "timestamp", "mark")})
     return out
+
+
+def _drawn(alias: str) -> str:
+    """The rows (or cells) of the transforms and functions series() is asked to chart."""
+    return (f"{alias}.transform IN :s_transforms"
+            f" AND ({alias}.function IS NULL OR {alias}.function IN :s_functions)")
