@@ -79,7 +79,8 @@ def _label(ln: Line) -> str:
 
 def _png(fig: Figure) -> str:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
+    # zlib's fastest level: a tenth of a PNG's time, for PNGs a fifth larger (a 0.25 MB page 0.30 MB)
+    fig.savefig(buf, format="png", dpi=100, pil_kwargs={"compress_level": 1})
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
@@ -170,7 +171,7 @@ def _draw_cell(ax, ln: Line, points: list[dict]) -> None:
         # (over a decade, so a labelled decade at least; minor ticks, unlabelled, were a third of drawing the panels)
         ax.yaxis.set_minor_locator(NullLocator())
         ax.yaxis.set_major_formatter(PLAIN)
-    locator = AutoDateLocator()
+    locator = AutoDateLocator(maxticks=5)  # room for five dates in a third of the page; each costs drawing
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
     ax.margins(x=0.08, y=0.1)
