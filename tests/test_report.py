@@ -401,6 +401,32 @@ def test_charts_put_aware_and_legacy_naive_times_on_one_axis():
 
 
 @pytest.mark.slow
+def test_a_panels_date_axis_has_3_to_8_ticks_for_any_span_without_a_warning():
+    """The date locator the panels use, on spans from ten minutes (ONE_POINT_SPAN either side
+    of a point) to sixty years: matplotlib warns ("unable to pick an appropriate interval")
+    where its tick range is too narrow, as 5 at most was for spans of two hours to three years."""
+    import warnings
+    from datetime import datetime, timedelta
+
+    from matplotlib.dates import date2num
+    from matplotlib.figure import Figure
+
+    from ledger.report.html import date_locator
+
+    ax, start = Figure().add_subplot(), datetime(2026, 1, 1)
+    counts = set()
+    for i in range(400):
+        seconds = 600 * (60 * 365 * 86400 / 600) ** (i / 399)
+        locator = date_locator()
+        ax.xaxis.set_major_locator(locator)
+        ax.set_xlim(date2num(start), date2num(start + timedelta(seconds=seconds)))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            counts.add(len(locator()))
+    assert min(counts) >= 3 and max(counts) <= 8, counts
+
+
+@pytest.mark.slow
 def test_a_panel_of_one_point_is_a_point_on_a_clock_of_minutes_and_titles_stay_apart():
     """A cell measured once (or twice within seconds) was drawn on a 24-hour axis; a long
     signature made a panel's title run into its neighbour's."""

@@ -147,7 +147,7 @@ def _bar(row: dict | None) -> float:
 
 
 def _draw_cell(ax, ln: Line, points: list[dict]) -> None:
-    from ledger.report.mpl import PLAIN, AutoDateLocator, ConciseDateFormatter, NullLocator
+    from ledger.report.mpl import PLAIN, ConciseDateFormatter, NullLocator
 
     points = _drawable(points)
     for state, color in ((WARM, WARM_COLOR), (COLD, COLD_COLOR)):
@@ -171,7 +171,7 @@ def _draw_cell(ax, ln: Line, points: list[dict]) -> None:
         # (over a decade, so a labelled decade at least; minor ticks, unlabelled, were a third of drawing the panels)
         ax.yaxis.set_minor_locator(NullLocator())
         ax.yaxis.set_major_formatter(PLAIN)
-    locator = AutoDateLocator(maxticks=5)  # room for five dates in a third of the page; each costs drawing
+    locator = date_locator()
     ax.xaxis.set_major_locator(locator)
     ax.xaxis.set_major_formatter(ConciseDateFormatter(locator))
     ax.margins(x=0.08, y=0.1)
@@ -186,6 +186,15 @@ def _draw_cell(ax, ln: Line, points: list[dict]) -> None:
 
 
 ONE_POINT_SPAN = timedelta(minutes=5)
+
+
+def date_locator():
+    """A panel's date ticks: 3 to 7 of them, where matplotlib's default draws up to 12 (a
+    panel is a third of the page wide, and each tick costs drawing). A narrower range
+    finds no interval for some spans and warns (tests/test_report.py tries 10 min to 60 years)."""
+    from ledger.report.mpl import AutoDateLocator
+
+    return AutoDateLocator(minticks=3, maxticks=7)
 
 
 def _legend(fig: Figure, top: float) -> None:
