@@ -32,6 +32,7 @@ from pathlib import Path
 
 from ledger.record import COLD, STATELESS_KEY
 from ledger.rows import key_values, ok_sql
+from ledger.storage.cell_ids import all_assigned
 
 FROM_COLD, FROM_JAX, UNKNOWN = "cold", "jax", "unknown"
 JAX_MIN_S = 1  # JAX's whole seconds below this say nothing (a 0.4 s compile reads 0)
@@ -91,8 +92,6 @@ def cold_costs(conn, cells: set[tuple]) -> dict[tuple, Cost]:
     has its cell id, each row as its id, the cells' values read once from `cells`."""
     if not cells:
         return {}
-    from ledger.storage.cell_ids import all_assigned
-
     transforms = sorted({c[CELL.index("transform")] for c in cells if c[CELL.index("transform")] is not None})
     functions = sorted({c[CELL.index("function")] for c in cells if c[CELL.index("function")] is not None})
     where = " AND transform IN :transforms" if transforms else ""

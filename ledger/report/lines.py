@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from ledger.filters import filter_sql
 from ledger.record import CELL_FIELDS, COLD, HOST_KEY_FIELDS, SHAPE_FIELDS, STATELESS_KEY, WARM
 from ledger.rows import key_values, newest_first, not_eager_sql, ok_sql, oldest_first
+from ledger.storage.cell_ids import all_assigned
 from ledger.watch import kinds
 from ledger.watch.keys import LOADED_SQL
 
@@ -35,15 +36,9 @@ assert GROUP == (*HOST, *CELL_FIELDS)
 _NEWEST = ", ".join((*GROUP, "cache_state"))
 
 
-def _by_id(conn) -> bool:
-    from ledger.storage.cell_ids import all_assigned
-
-    return all_assigned(conn)
-
-
 def _ranked(by_id: bool) -> str:
     """Each row's rank within its cell and cache_state, newest first. Where every row has
-    its cell id (_by_id) the window partitions by it: sorting 61k rows by one integer
+    its cell id (cell_ids.all_assigned) the window partitions by it: sorting 61k rows by one integer
     instead of thirteen columns halves the window (cache_state first: with cell_id first,
     SQLite walks the cell_id index and looks up every row instead of sorting)."""
     partition = "cache_state, cell_id" if by_id else _NEWEST
@@ -122,7 +117,7 @@ def collect(conn, filters: dict | None = None) -> list[Line]:
             lines[key] = Line(host=key[: len(HOST)], cell=key[len(HOST):])
         return lines[key]
 
-    for row in conn.execute(sa.text(_newest_rows_sql(where, _ranked(_by_id(conn)))), params).mappings():
+    for row in conn.execute(sa.text(_newest_rows_sql(where, _ranked(all_assigned(conn)))), params).mappings():
         shown = {k: row[k] for k in ("id", "compile_s", "tag", "timestamp")} | {"loaded": bool(row["loaded"])}
         setattr(line(row), "warm" if row["cache_state"] == WARM else "cold", shown)
     cols = ", ".join(f"r.{c}" for c in GROUP)
@@ -178,7 +173,7 @@ def series(conn, filters: dict | None = None, per_key: int = 200,
     import sqlalchemy as sa
 
     where, params = filter_sql(filters, "r")
-    by_id = _by_id(conn)
+    by_id = all_assigned(conn)
     if only is not None:
         at = len(HOST) + CELL_FIELDS.index("transform"), len(HOST) + CELL_FIELDS.index("function")
         transforms = sorted({(ln.host + ln.cell)[at[0]] for ln in only} - {None}) or [""]

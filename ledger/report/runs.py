@@ -76,6 +76,8 @@ class Run:
 
 
 def _listed(conn, where: str, params: dict, limit: int | None, ids: list[str] | None = None) -> list[dict]:
+    import sqlalchemy as sa
+
     t = time_sql()
     among = " AND run_id IN :ids" if ids is not None else ""
     sql = (f"SELECT run_id, MIN({t}) AS started, MIN(hostname) AS host, COUNT(DISTINCT hostname) AS hosts,"
@@ -85,8 +87,6 @@ def _listed(conn, where: str, params: dict, limit: int | None, ids: list[str] | 
            " COALESCE(SUM(compile_s), 0) AS compile_s, COALESCE(SUM(trace_s), 0) AS trace_s"
            f" FROM compile_records WHERE run_id IS NOT NULL AND {ok_sql()}{where}{among}"
            " GROUP BY run_id ORDER BY started DESC, MAX(id) DESC" + (" LIMIT :limit" if limit else ""))
-    import sqlalchemy as sa
-
     stmt = _among(sql) if ids is not None else sa.text(sql)
     return [dict(r) for r in conn.execute(stmt, {**params, "limit": limit, "ids": ids}).mappings()]
 

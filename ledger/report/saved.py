@@ -17,6 +17,7 @@ from ledger import savings
 from ledger.filters import filter_sql
 from ledger.record import COLD, WARM
 from ledger.rows import ok_sql
+from ledger.storage.cell_ids import all_assigned
 
 DAYS = 14  # the ledger's newest days shown
 
@@ -56,8 +57,6 @@ def _groups(conn, filters: dict | None) -> list[dict]:
     dir, day, cell and key in the database: the report reads a few thousand groups, not
     every row (a key: JAX's seconds in its entry, where the cell was never cold). Grouped
     by cell id where every row has one (cell_ids.all_assigned), its values read after."""
-    from ledger.storage.cell_ids import all_assigned
-
     where, params = filter_sql(filters)
     where += " AND timestamp >= :since"
     params = {**params, "since": _since(conn, *filter_sql(filters))}

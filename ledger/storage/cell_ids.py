@@ -5,7 +5,8 @@ same cell" means in check, explain and the report. `cells` holds one row per cel
 in this ledger: its id, its values and `key`, a text made from them in SQL (below);
 compile_records.cell_id points at it. So the check finds a cell's or a lineage's rows
 through the index on cell_id, and groups a million rows by one integer instead of
-sorting them by thirteen columns.
+sorting them by thirteen columns; the reports and savings group by it too, where every
+row has its id (all_assigned), and by the columns where one does not yet.
 
 Ids belong to one ledger: `merge` and `import` do not carry them. Every writer writes
 its rows with their cell ids, found by ids_of() before the insert: a batch (import, merge,
