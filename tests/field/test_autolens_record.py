@@ -253,3 +253,11 @@ def _what_the_ledger_says(tmp_path: Path, warm: dict, warm_rows: list[dict]) -> 
     # the markdown report shows the program, its compiles all eager
     report = _run_ledger("report", "--db", db)
     assert report.returncode == 0 and "autolens_fit.py oracle.json" in report.stdout, report.stdout[-3000:]
+
+    # and the HTML page: the program at a glance (found through revision 0020's index, its
+    # seconds saved read by cell id), written whole, nothing on stderr
+    page = tmp_path / "report.html"
+    html = _run_ledger("report", "--html", page, "--db", db)
+    assert (html.returncode, html.stderr) == (0, "") and html.stdout.startswith(f"wrote {page} ("), html.stderr
+    glance = page.read_text().split('<section id="programs">', 1)[-1].split("</section>", 1)[0]
+    assert "autolens_fit.py oracle.json" in glance and "<ol class=\"top\"><li>" in glance, glance[:3000]
