@@ -34,6 +34,7 @@ _SA_TYPES = {str: sa.Text, float: sa.Float, int: sa.Integer, bool: sa.Boolean}
 # 2^31 - 1; SQLite's INTEGER is 64-bit, and only "INTEGER PRIMARY KEY" is its rowid.
 ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
+
 def _partial(name: str, *columns: str, where: str, unique: bool = False) -> sa.Index:
     return sa.Index(name, *columns, unique=unique, sqlite_where=sa.text(where), postgresql_where=sa.text(where))
 
