@@ -32,6 +32,9 @@ step "install it into a fresh venv"
 "$WORK/venv/bin/pip" install --quiet --upgrade pip >/dev/null
 "$WORK/venv/bin/pip" install --quiet --no-compile "$wheel[postgres]" >/dev/null
 L="$WORK/venv/bin/ledger"
+# installed with --no-compile, so the modules the steps import compile once and are kept:
+# with PYTHONDONTWRITEBYTECODE (this machine's, CI's) every step compiled jax from source again
+unset PYTHONDONTWRITEBYTECODE
 
 # From here on, nothing of the checkout is reachable: another directory, and a Python
 # that would import the checkout's ledger/ only if the install were broken.
