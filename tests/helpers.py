@@ -4,9 +4,11 @@ holds the tree to that)."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -183,3 +185,25 @@ def rewrite_sweep_file(sweep_dir: Path, change) -> None:
     data = json.loads((sweep_dir / "sweep.json").read_text())
     change(data)
     (sweep_dir / "sweep.json").write_text(json.dumps(data))
+
+
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """A folder `build(folder)` fills once a test run, however many xdist workers ask: the
+    first to come builds it under a lock while the others wait, then all read it (what
+    pytest-xdist's docs advise for a costly fixture). For module fixtures that record real
+    programs: their seconds were paid once per worker. A build that fails leaves no mark,
+    so the next worker to ask tries again, and fails for itself."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        folder = tmp_path_factory.mktemp(name)
+        build(folder)
+        return folder
+    shared = tmp_path_factory.getbasetemp().parent  # the run's, above each worker's own
+    folder, done = shared / name, shared / f"{name}.built"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            done.touch()
+    return folder

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import PgDb, query, run_cli
-from .helpers import LEDGER, program, recorded
+from .helpers import LEDGER, built_once, program, recorded
 
 PY = sys.executable
 TWO = '''
@@ -65,38 +65,45 @@ def _snapshot(db: Path, name: str) -> Path:
 def recorded_ledgers(tmp_path_factory) -> dict[str, Path]:
     """SQLite ledgers of two.py: 'floor' (two runs under the entry-size floor: the big step
     written, the small never), 'moved' (two more runs in another dir, with a function of
-    their own) and 'flags' (everything kept, two runs, then one with XLA_FLAGS changed)."""
-    tmp = tmp_path_factory.mktemp("one-cause")
+    their own) and 'flags' (everything kept, two runs, then one with XLA_FLAGS changed).
+    Recorded once a test run, whichever worker comes first (helpers.built_once)."""
+    tmp = built_once(tmp_path_factory, "one-cause", _record_ledgers)
+    return {name: tmp / f"{name}.db" for name in ("floor", "moved", "flags")}
+
+
+def _record_ledgers(tmp: Path) -> None:
     program(tmp, TWO, "two.py")
-    db, out = tmp / "floor-ledger.db", {}
+    db = tmp / "floor-ledger.db"
     for _ in range(2):
         _record(tmp, db, "d1", FLOOR)
-    out["floor"] = _snapshot(db, "floor.db")
+    _snapshot(db, "floor.db")
     for _ in range(2):
         _record(tmp, db, "d2", {**FLOOR, "EXTRA": "1"})
-    out["moved"] = _snapshot(db, "moved.db")
+    _snapshot(db, "moved.db")
     db = tmp / "flags-ledger.db"
     for flags in ("", "", "--xla_cpu_enable_fast_math=false"):
         _record(tmp, db, "kept", {**KEEP_ALL, "XLA_FLAGS": flags})
-    out["flags"] = _snapshot(db, "flags.db")
-    return out
+    _snapshot(db, "flags.db")
 
 
 @pytest.fixture(scope="module")
 def probed_ledgers(tmp_path_factory) -> dict[str, Path]:
     """SQLite ledgers of the toy objective's jit probed into cache dirs: 'once' (cold in d1
     and d2, cold then warm twice in d3, then once in d4) and 'each' (then d5 and d6)."""
-    tmp = tmp_path_factory.mktemp("dirs")
-    db, out = tmp / "probes.db", {}
+    tmp = built_once(tmp_path_factory, "dirs", _probe_ledgers)
+    return {name: tmp / f"{name}.db" for name in ("once", "each")}
+
+
+def _probe_ledgers(tmp: Path) -> None:
+    db = tmp / "probes.db"
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_COMPILATION_CACHE_DIR")}
     for i, d in enumerate(("d1", "d2", "d3", "d3", "d3", "d4", "d5", "d6")):
         run = subprocess.run([str(LEDGER), "probe", "-o", "toy", "-t", "jit", "--cache-dir", str(tmp / d),
                               "--tag", f"p{i}", "--db", str(db)], capture_output=True, text=True, env=env, check=False)
         assert run.returncode == 0, run.stderr
         if i == 5:
-            out["once"] = _snapshot(db, "once.db")
-    out["each"] = _snapshot(db, "each.db")
-    return out
+            _snapshot(db, "once.db")
+    _snapshot(db, "each.db")
 
 
 def _on(backend: str, source: Path, tmp_path: Path, request) -> Path | PgDb:
