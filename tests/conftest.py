@@ -141,7 +141,7 @@ def pytest_collection_modifyitems(config, items):
         for kind in kinds:
             item.add_marker(kind)  # so that -m postgresql selects the any_db cases too
         if "slurm" in kinds:
-            item.add_marker(alone.MARKER)  # the single-node SLURM's CPUs, and the queue it reads
+            item.add_marker(alone.SERIAL)  # the single-node SLURM's CPUs, and the queue it reads
     alone.list_held(config, items)
 
 

@@ -136,25 +136,37 @@ def test_plain(i):
 @pytest.mark.parametrize("i", range(3))
 def test_alone(i):
     _log(f"alone{i}")
+
+
+@pytest.mark.serial
+@pytest.mark.parametrize("i", range(3))
+def test_serial(i):
+    _log(f"serial{i}")
 '''
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("select", [[], ["-k", "alone"]], ids=["all", "alone only"])
-def test_on_both_cores_the_alone_cases_run_last_on_one_worker_with_none_beside_them(tmp_path, select):
+@pytest.mark.parametrize("select", [[], ["-k", "alone"], ["-k", "serial or alone"]], ids=["all", "alone only", "no plain"])
+def test_on_both_cores_alone_cases_run_last_alone_and_serial_ones_first_one_at_a_time(tmp_path, select):
     import json
 
     (tmp_path / "test_tree.py").write_text(ALONE_TREE)
     run = _pytest(tmp_path, "-n", "2", *select, ALONE_LOG=str(tmp_path / "log.jsonl"))
     assert run.returncode == 0, run.stdout + run.stderr
     rows = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
-    plain = [r for r in rows if r[0].startswith("plain")]
-    alone = sorted((r for r in rows if r[0].startswith("alone")), key=lambda r: r[2])
-    assert len(alone) == 3 and len(plain) == (0 if select else 8)
+    kind = {name: sorted((r for r in rows if r[0].startswith(name)), key=lambda r: r[2])
+            for name in ("plain", "alone", "serial")}
+    plain, alone, serial = kind["plain"], kind["alone"], kind["serial"]
+    assert len(alone) == 3 and len(plain) == (0 if select else 8) and len(serial) == (3 if select != ["-k", "alone"] else 0)
     assert len({r[1] for r in plain}) == (0 if select else 2)  # the rest did run on both
     assert len({r[1] for r in alone}) == 1
-    assert all(a[2] >= p[3] for a in alone for p in plain)  # after every other case ended
+    assert all(a[2] >= p[3] for a in alone for p in plain + serial)  # after every other case ended
     assert all(b[2] >= a[3] for a, b in pairwise(alone))  # one at a time
+    assert len({r[1] for r in serial}) <= 1
+    assert all(b[2] >= a[3] for a, b in pairwise(serial))  # one at a time...
+    if not select:  # ...from the start, beside the plain ones on the other worker
+        assert serial[0][2] <= min(p[2] for p in plain if p[1] == serial[0][1]), rows
+        assert any(p[1] != s[1] and p[2] < s[3] and s[2] < p[3] for p in plain for s in serial), rows
 
 
 BUDGET_TREE = '''\
