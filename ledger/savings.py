@@ -33,6 +33,7 @@ from pathlib import Path
 from ledger.record import COLD, STATELESS_KEY
 from ledger.rows import key_values, ok_sql
 from ledger.storage.cell_ids import all_assigned
+from ledger.storage.in_lists import with_lists
 
 FROM_COLD, FROM_JAX, UNKNOWN = "cold", "jax", "unknown"
 JAX_MIN_S = 1  # JAX's whole seconds below this say nothing (a 0.4 s compile reads 0)
@@ -101,14 +102,14 @@ def cold_costs(conn, cells: set[tuple]) -> dict[tuple, Cost]:
     by_id = all_assigned(conn)
     quiet: dict = {}
     loaded: dict = {}
-    for seconds, is_loaded, *key in conn.execute(_bound(
+    for seconds, is_loaded, *key in conn.execute(with_lists(
             f"SELECT compile_s, CASE WHEN {_loaded()} THEN 1 ELSE 0 END, {'cell_id' if by_id else ', '.join(CELL)}"
             f" FROM compile_records WHERE cache_state = '{COLD}' AND {ok_sql()} AND compile_s IS NOT NULL{where}",
-            params), params):
+            *params), params):
         (loaded if is_loaded else quiet).setdefault(key[0] if by_id else _cell(key), []).append(seconds)
     if by_id:  # each cell id as its cell's values
         of = {r[0]: key_values(r._mapping, CELL) for r in conn.execute(
-            _bound(f"SELECT id, {', '.join(CELL)} FROM cells WHERE 1 = 1{where}", params), params)}
+            with_lists(f"SELECT id, {', '.join(CELL)} FROM cells WHERE 1 = 1{where}", *params), params)}
         quiet, loaded = ({of[i]: v for i, v in d.items()} for d in (quiet, loaded))
     return {c: Cost(statistics.median(quiet[c]) if c in quiet else None, len(quiet.get(c, ())),
                     len(loaded.get(c, ())), statistics.median(loaded[c]) if c in loaded else None)
@@ -123,17 +124,6 @@ def _cell(key: list) -> tuple:
     if key[_MP] is not None:
         key[_MP] = bool(key[_MP])
     return tuple(key)
-
-
-def _bound(sql: str, params: dict):
-    """`sql` with its list parameters (those it names) bound as expanding: IN :name."""
-    import sqlalchemy as sa
-
-    stmt = sa.text(sql)
-    for name in params:
-        if f":{name}" in sql:
-            stmt = stmt.bindparams(sa.bindparam(name, expanding=True))
-    return stmt
 
 
 class ColdCosts:

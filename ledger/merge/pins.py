@@ -20,10 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import sqlalchemy as sa
-
 from ledger.merge.rows import shown
 from ledger.rows import describe_key, pinnable_sql
+from ledger.storage.in_lists import rows_in
 from ledger.watch.keys import LOADED_SQL, key_columns_sql, pin_key
 from ledger.watch.pins import Change, adopt_pins, existing_pins
 
@@ -43,13 +42,10 @@ def source_pins(src) -> list[tuple]:
 
 def _dest_rows(dest, keys) -> dict:
     """{record_key: the row as a pin needs it} in the destination."""
-    sql = sa.text(f"SELECT id, record_key, {key_columns_sql()}, compile_s, tag, timestamp,"
+    sql = (f"SELECT id, record_key, {key_columns_sql()}, compile_s, tag, timestamp,"
                   f" {LOADED_SQL} AS loaded, CASE WHEN {pinnable_sql()} THEN 1 ELSE 0 END AS pinnable"
-                  " FROM compile_records WHERE record_key IN :keys").bindparams(sa.bindparam("keys", expanding=True))
-    out, keys = {}, list(keys)
-    for start in range(0, len(keys), 500):  # a bound-parameter list has limits on every backend
-        out.update((r["record_key"], dict(r)) for r in dest.execute(sql, {"keys": keys[start:start + 500]}).mappings())
-    return out
+                  " FROM compile_records WHERE record_key IN :keys")
+    return {r["record_key"]: dict(r) for r in rows_in(dest, sql, "keys", keys)}
 
 
 def merge_pins(theirs: list[tuple], src_keys: dict, dest) -> PinMerge:

@@ -21,6 +21,7 @@ from ledger.filters import filter_sql
 from ledger.record import CELL_FIELDS, COLD, HOST_KEY_FIELDS, SHAPE_FIELDS, STATELESS_KEY, WARM
 from ledger.rows import key_values, newest_first, not_eager_sql, ok_sql, oldest_first
 from ledger.storage.cell_ids import all_assigned
+from ledger.storage.in_lists import with_lists
 from ledger.watch import kinds
 from ledger.watch.keys import LOADED_SQL
 
@@ -170,8 +171,6 @@ def series(conn, filters: dict | None = None, per_key: int = 200,
     ``only``: the lines a chart draws; the window then sorts their transforms' and
     functions' rows only, not the whole table, and where every row has its cell id, finds
     them through its index (their cells' ids read from `cells`) instead of a scan."""
-    import sqlalchemy as sa
-
     where, params = filter_sql(filters, "r")
     by_id = all_assigned(conn)
     if only is not None:
@@ -190,9 +189,7 @@ def series(conn, filters: dict | None = None, per_key: int = 200,
         " LEFT JOIN (SELECT row_id, max(verdict) AS mark FROM verdicts"
         f"  WHERE verdict IN ({marks}) GROUP BY row_id) m ON m.row_id = r.id ORDER BY {oldest_first('r')}"
     )
-    stmt = sa.text(sql)
-    if only is not None:
-        stmt = stmt.bindparams(sa.bindparam("s_transforms", expanding=True), sa.bindparam("s_functions", expanding=True))
+    stmt = with_lists(sql, "s_transforms", "s_functions")
     out: dict[tuple, list[dict]] = {}
     for row in conn.execute(stmt, params).mappings():
         out.setdefault(key_values(row, GROUP), []).append(

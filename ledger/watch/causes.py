@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from ledger.probes.jax_internals import OPT_MIN_COMPILE_TIME, OPT_MIN_ENTRY_SIZE
 from ledger.record import CACHE_CELL, NOT_PERSISTED_COMPILE_TIME, NOT_PERSISTED_ENTRY_SIZE, WARM
 from ledger.rows import before_sql, newest_first, ok_sql
+from ledger.storage.in_lists import rows_in
 from ledger.watch.keys import same_as_sql
 
 COMPUTATION = "computation"
@@ -183,11 +184,10 @@ def prunes_of(conn, keys) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {}
     if not keys or not sa.inspect(conn).has_table("cache_prunes"):
         return out  # the table is revision 0014's: an older ledger has no prunes to name
-    sql = sa.text("SELECT cache_dir, cache_key, pruned_at, reason FROM cache_prunes WHERE cache_key IN :keys"
-                  " ORDER BY pruned_at DESC, id DESC").bindparams(sa.bindparam("keys", expanding=True))
-    for start in range(0, len(keys), 500):
-        for r in conn.execute(sql, {"keys": keys[start:start + 500]}).mappings():
-            out.setdefault(r["cache_key"], []).append(dict(r))
+    sql = ("SELECT cache_dir, cache_key, pruned_at, reason FROM cache_prunes WHERE cache_key IN :keys"
+           " ORDER BY pruned_at DESC, id DESC")
+    for r in rows_in(conn, sql, "keys", keys):
+        out.setdefault(r["cache_key"], []).append(dict(r))
     return out
 
 
@@ -443,14 +443,8 @@ WORDS = {
 # -- rows ---------------------------------------------------------------------------------
 
 def fetch_rows(conn, ids) -> dict[int, dict]:
-    ids = sorted(set(ids))
-    out = {}
-    for start in range(0, len(ids), 500):
-        chunk = ids[start:start + 500]
-        rows = conn.execute(sa.text("SELECT * FROM compile_records WHERE id IN :ids")
-                            .bindparams(sa.bindparam("ids", expanding=True)), {"ids": chunk}).mappings()
-        out.update((r["id"], dict(r)) for r in rows)
-    return out
+    return {r["id"]: dict(r) for r in rows_in(conn, "SELECT * FROM compile_records WHERE id IN :ids", "ids",
+                                              sorted(set(ids)))}
 
 
 def last_warm_before(conn, row: dict) -> dict | None:

@@ -23,6 +23,7 @@ import sqlalchemy as sa
 
 from ledger.record import COLD, NONE, STATELESS_KEY, WARM
 from ledger.rows import key_text, ok_sql, oldest_first
+from ledger.storage.in_lists import with_lists
 from ledger.watch import cells
 from ledger.watch.causes import C_EMPTIED, C_EVICTED, C_KEY_CHANGED, C_PRUNED, C_SAME_KEY, fetch_rows
 from ledger.watch.cells import Group
@@ -151,7 +152,7 @@ def lineage_rows(conn, wanted: dict[str, dict]) -> dict[str, list[dict]]:
     cols = ", ".join(dict.fromkeys((*LINEAGE, *COLUMNS)))
     sql = (f"SELECT {cols} FROM compile_records WHERE {ok_sql()} AND cache_state IN ('{WARM}', '{COLD}', '{NONE}')"
            f" AND {' AND '.join(where)} ORDER BY {oldest_first()}")
-    stmt = sa.text(sql).bindparams(*(sa.bindparam(k, expanding=True) for k in params))
+    stmt = with_lists(sql, *params)
     out: dict[str, list[dict]] = {k: [] for k in wanted}
     for r in conn.execute(stmt, params).mappings():
         lineage = lineage_text(r)

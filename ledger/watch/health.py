@@ -32,6 +32,7 @@ import sqlalchemy as sa
 from ledger.filters import filter_sql
 from ledger.record import COLD, NOT_PERSISTED_COMPILE_TIME, NOT_PERSISTED_PROCESS_INDEX, WARM
 from ledger.rows import ok_sql, oldest_first, time_sql
+from ledger.storage.in_lists import rows_in
 from ledger.watch.causes import (
     C_CHURN,
     C_COMPONENTS,
@@ -103,21 +104,12 @@ def _every_run(conn, where: str, params: dict, runs: set[str] | None = None) -> 
                 f" WHERE {_present(conn, 'r.run_id')}{among} AND {ok_sql('r')}{where} GROUP BY {PROGRAM_SQL}, r.run_id")
 
     found = (conn.execute(sa.text(sql("")), params).mappings() if runs is None
-             else _among(conn, sql(" AND r.run_id IN :among"), runs, params))
+             else rows_in(conn, sql(" AND r.run_id IN :among"), "among", sorted(runs), params))
     newest: dict[str, tuple[str, str]] = {}
     for r in found:
         if r["program"] not in newest or (r["t"], r["run_id"]) > newest[r["program"]]:
             newest[r["program"]] = (r["t"], r["run_id"])
     return {run for _, run in newest.values()}
-
-
-def _among(conn, sql: str, values: set[str], params: dict | None = None):
-    """The rows of `sql`, whose `:among` is each chunk of `values` in turn (500 a query:
-    a bound list stays under every backend's parameter limit)."""
-    chosen = sorted(values)
-    stmt = sa.text(sql).bindparams(sa.bindparam("among", expanding=True))
-    for start in range(0, len(chosen), 500):
-        yield from conn.execute(stmt, (params or {}) | {"among": chosen[start:start + 500]}).mappings()
 
 
 def _churn_keys(conn, where: str, params: dict, above: int) -> set[str]:
@@ -167,7 +159,7 @@ def _rows_by(conn, column: str, values: set[str], where: str, params: dict) -> d
     cols = ", ".join(f"r.{c}" for c in _COLUMNS)
     sql = (f"SELECT {cols} FROM compile_records r WHERE r.{column} IN :among AND {ok_sql('r')}{where}"
            f" ORDER BY {oldest_first('r')}")
-    for r in _among(conn, sql, values, params):
+    for r in rows_in(conn, sql, "among", sorted(values), params):
         out.setdefault(r[column], []).append(dict(r))
     return out
 
@@ -239,7 +231,8 @@ def _below_threshold(rows: list[dict], below_s: float) -> list[Finding]:
 def _prunes(conn, keys: set[str]) -> dict[str, list[dict]]:
     """key -> the cache_prunes rows of `ledger cache prune` removing it."""
     out: dict[str, list[dict]] = {}
-    for r in _among(conn, "SELECT cache_dir, cache_key, pruned_at FROM cache_prunes WHERE cache_key IN :among", keys):
+    for r in rows_in(conn, "SELECT cache_dir, cache_key, pruned_at FROM cache_prunes WHERE cache_key IN :among",
+                     "among", sorted(keys)):
         out.setdefault(r["cache_key"], []).append(dict(r))
     return out
 
