@@ -26,9 +26,17 @@ XDIST = $(if $(filter 1,$(JOBS)),-p no:xdist,-n $(JOBS))
 # install writes its own).
 BYTECODE = $(BIN)/python -m compileall -q ledger migrations
 
-test: $(STAMP)
+FAST = not jax and not slow and not postgresql and not slurm and not chromium
+FAST_PASSED := $(VENV)/.fast-tier-passed
+# what the tier's verdict depends on: the files git sees (tracked, and new ones not ignored)
+SOURCES := $(wildcard $(shell git ls-files --cached --others --exclude-standard 2>/dev/null))
+
+# The suite: the fast tier first (below), then every other case. The fast tier is run
+# only if it has not passed on these files since they last changed ($(FAST_PASSED)): after
+# `make test-fast`, as in CI, its cases are not run twice.
+test: $(FAST_PASSED)
 	$(BYTECODE)
-	$(BIN)/pytest -q $(XDIST)
+	$(BIN)/pytest -q $(XDIST) -m "not ($(FAST))"
 
 # The developer's loop: every case that needs neither a JAX compile nor a server nor a
 # browser and takes under 0.3 s (the jax and slow markers), in under 30 s. Under it JAX has
@@ -38,8 +46,13 @@ test: $(STAMP)
 # HYPOTHESIS_PROFILE=ci, the default and CI's, or quick (a tenth of the examples), e.g.
 # `HYPOTHESIS_PROFILE=quick make test`.
 test-fast: $(STAMP)
+	@rm -f $(FAST_PASSED)
+	@$(MAKE) --no-print-directory $(FAST_PASSED)
+
+$(FAST_PASSED): $(STAMP) $(SOURCES)
 	$(BYTECODE)
-	LEDGER_TEST_TIER=fast $(BIN)/pytest -q $(XDIST) -m "not jax and not slow and not postgresql and not slurm and not chromium"
+	LEDGER_TEST_TIER=fast $(BIN)/pytest -q $(XDIST) -m "$(FAST)"
+	touch $@
 
 # The main job: a cold/warm pair of a realistic built-in objective into ./ledger.db.
 probe: $(STAMP)
