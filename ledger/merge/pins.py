@@ -43,8 +43,8 @@ def source_pins(src) -> list[tuple]:
 def _dest_rows(dest, keys) -> dict:
     """{record_key: the row as a pin needs it} in the destination."""
     sql = (f"SELECT id, record_key, {key_columns_sql()}, compile_s, tag, timestamp,"
-                  f" {LOADED_SQL} AS loaded, CASE WHEN {pinnable_sql()} THEN 1 ELSE 0 END AS pinnable"
-                  " FROM compile_records WHERE record_key IN :keys")
+           f" {LOADED_SQL} AS loaded, CASE WHEN {pinnable_sql()} THEN 1 ELSE 0 END AS pinnable"
+           " FROM compile_records WHERE record_key IN :keys")
     return {r["record_key"]: dict(r) for r in rows_in(dest, sql, "keys", keys)}
 
 

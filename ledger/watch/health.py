@@ -45,6 +45,7 @@ from ledger.watch.causes import (
     fetch_rows,
     max_size,
     pruned_between,
+    prunes_of,
 )
 from ledger.watch.judge import Finding, program_of
 from ledger.watch.kinds import BELOW_THRESHOLD, CACHE_NOT_WRITTEN, EVICTED, HEALTH_KINDS
@@ -81,7 +82,7 @@ def health_findings(conn, filters: dict | None, below_s: float, kept: Kept | Non
     by_key = _rows_by(conn, "cache_key", unwritten, where, params)
     for rows in by_run.values():
         found += _not_written(rows, by_key) + _below_threshold(rows, below_s) + recompiled(rows)
-    pruned = _prunes(conn, keys)
+    pruned = prunes_of(conn, keys)
     for rows in _rows_by(conn, "cache_key", keys, where, params).values():
         found += _evicted(rows, pruned)
     return sorted(found, key=lambda f: f.row_id)
@@ -226,15 +227,6 @@ def _below_threshold(rows: list[dict], below_s: float) -> list[Finding]:
     cause = Cause(C_RUN_UNDER_THRESHOLD, {"n": len(under), "seconds": total, "limits": limits, "run": last["run_id"],
                                           "compiles": compiled, "written": written})
     return [Finding(BELOW_THRESHOLD, last["id"], cause, False, None, program_of(last), last["run_id"], total)]
-
-
-def _prunes(conn, keys: set[str]) -> dict[str, list[dict]]:
-    """key -> the cache_prunes rows of `ledger cache prune` removing it."""
-    out: dict[str, list[dict]] = {}
-    for r in rows_in(conn, "SELECT cache_dir, cache_key, pruned_at FROM cache_prunes WHERE cache_key IN :among",
-                     "among", sorted(keys)):
-        out.setdefault(r["cache_key"], []).append(dict(r))
-    return out
 
 
 def _evicted(rows: list[dict], pruned: dict) -> list[Finding]:
