@@ -112,12 +112,6 @@ def pytest_configure(config):
     if os.environ.get(TIER_ENV) == "fast":
         os.environ["JAX_PLATFORMS"] = NO_PLATFORM  # read when jax first picks a backend, here or in a child
         fast_budget.warm()  # each case is held to its budget (fast_budget.py), none charged for first imports
-    elif hasattr(config, "workerinput") or not config.getoption("numprocesses", None):
-        # A process that runs cases: `report --html` in it (run_cli) draws in a process forked
-        # from it (ledger/report/html.drawing), which imports matplotlib unless it is loaded
-        # already: 0.4 s of each of the suite's ~60 HTML reports, once here instead. The
-        # command's own start-up is a fresh interpreter's (bench/bench_runs.py, test_cli.py).
-        import ledger.report.mpl  # noqa: F401
 
 
 def pytest_report_header(config):
