@@ -14,7 +14,9 @@ CHUNK = 500  # values a query: far under every backend's parameter limit
 
 def with_lists(sql: str, *names: str):
     """`sql` as a statement whose parameters among `names` that it uses bind as lists
-    (`IN :name`); its other parameters bind as plain values."""
+    (`IN :name`); its other parameters bind as plain values. Give no empty list: untyped,
+    PostgreSQL reads one as NULL of type integer (report/runs.py, whose run ids may be
+    none, binds its own list as text); rows_in queries nothing for none."""
     import sqlalchemy as sa  # here: a command's start-up that imports this needs no SQLAlchemy yet
 
     used = [n for n in names if re.search(rf":{re.escape(n)}\b", sql)]
