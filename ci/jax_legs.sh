@@ -18,7 +18,7 @@
 # Needs pyenv's Pythons (`pyenv root`, else /root/.pyenv) and the package index.
 set -euo pipefail
 LEG="jax legs"
-source "$(dirname "$0")/legs_lib.sh"  # ROOT, die, outside_tree, pyenv_python
+source "$(dirname "$0")/legs_lib.sh"  # ROOT, die, outside_tree, pyenv_python, leg_wheel
 DIR=$(outside_tree LEDGER_JAX_LEGS_DIR "${LEDGER_JAX_LEGS_DIR:-/tmp/ledger-jax-legs}")
 NEWEST_PYTHON=3.12
 
@@ -73,12 +73,7 @@ copy_tree "$DIR/src"  # what is installed: the working tree as git sees it
 # One wheel for both legs, built before them: two installs building in one source tree at
 # once collide in its build/ folder (CI, 2026-12-06: "No such file or directory:
 # 'build/bdist.linux-x86_64/wheel/./ledger/migrations/versions/0018_cell_ids.py'").
-rm -rf "$DIR/wheel"
-if ! "$NEWEST_PY" -m pip wheel -q --no-deps "$DIR/src" -w "$DIR/wheel" >"$DIR/wheel.log" 2>&1; then
-    tail -n 30 "$DIR/wheel.log" >&2
-    die "building the project's wheel failed (log: $DIR/wheel.log)"
-fi
-WHEEL=$(ls "$DIR"/wheel/jax_compile_ledger-*.whl)
+WHEEL=$(leg_wheel "$DIR" "$NEWEST_PY")  # LEDGER_WHEEL where set
 # The two legs at once, each in its own venv and dirs: beside the suite on two cores, one
 # leg alone left a core idle for the minute after the suite ended (.ci/run's times).
 pids=()

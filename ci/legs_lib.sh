@@ -15,6 +15,10 @@
 #   VERSIONS  Python that prints the versions line
 #   REPORT    the variable its test writes its JSON report to; SUMMARY, Python that prints
 #             the report's lines (argv[1])
+#   REUSE_VAR the variable that may name a venv to install into instead of a fresh one
+#             (optional: LEDGER_PYTEST_LEG_VENV)
+# LEDGER_WHEEL, where set, is the project's wheel every leg installs instead of building its
+# own (.ci/run builds it once for all of them: ci/wheel.sh).
 # --no-compile: byte-compiling the packages was an install's largest cost on 2 cores; the
 # few modules a test imports compile at its first run, and are kept: PYTHONDONTWRITEBYTECODE
 # (set on this machine and CI's) is unset for the legs, else every process a leg starts
@@ -53,31 +57,61 @@ copy_tree() {  # copy_tree DEST: the working tree as git sees it (tracked, and n
         | tar --null -T - -cf -) | tar -xf - -C "$1"
 }
 
+leg_wheel() {  # leg_wheel DIR PYTHON: the project's wheel: LEDGER_WHEEL where set, else built into DIR/wheel
+    # from DIR/src (copy_tree), never in the checkout (two builds in one tree collide in its build/)
+    if [ -n "${LEDGER_WHEEL:-}" ]; then
+        case "$(basename "$LEDGER_WHEEL")" in jax_compile_ledger-*.whl) ;; *) die "LEDGER_WHEEL ($LEDGER_WHEEL) is not the project's wheel" ;; esac
+        [ -f "$LEDGER_WHEEL" ] || die "LEDGER_WHEEL ($LEDGER_WHEEL) is no file"
+        echo "$LEDGER_WHEEL"
+        return
+    fi
+    rm -rf "$1/wheel"
+    if ! "$2" -m pip wheel -q --no-deps "$1/src" -w "$1/wheel" >"$1/wheel.log" 2>&1; then
+        tail -n 30 "$1/wheel.log" >&2
+        die "building the project's wheel failed (log: $1/wheel.log)"
+    fi
+    ls "$1"/wheel/jax_compile_ledger-*.whl
+}
+
 venv_leg() {
     DIR=$(outside_tree "$DIR_VAR" "$DIR")
-    local python
+    local python reuse=""
     python=$(pyenv_python "$PYTHON_VERSION")
+    [ -n "${REUSE_VAR:-}" ] && reuse=${!REUSE_VAR:-}
 
-    local start=$SECONDS install_log="$DIR/install.log"
-    rm -rf "$DIR/venv" "$DIR/wheel" "$DIR/run" && mkdir -p "$DIR/run"
+    local start=$SECONDS install_log="$DIR/install.log" venv="$DIR/venv" wheel how="venv, wheel and install"
+    rm -rf "$DIR/venv" "$DIR/run" && mkdir -p "$DIR/run"
     copy_tree "$DIR/src"
     cp -r "$DIR/src/tests/$TESTS" "$DIR/run/$TESTS"
-    if ! { "$python" -m venv "$DIR/venv" \
-            && "$DIR/venv/bin/pip" wheel -q --no-deps "$DIR/src" -w "$DIR/wheel" \
-            && "$DIR/venv/bin/pip" install -q --no-compile "$DIR"/wheel/jax_compile_ledger-*.whl "${PACKAGES[@]}"; } \
-            >"$install_log" 2>&1; then
+    wheel=$(leg_wheel "$DIR" "$python")
+    if [ -n "$reuse" ]; then
+        # a venv on this Python already (CI: the newest jax leg's, of this wheel): the leg's own
+        # packages go in, and this wheel over whatever build of the same version is there
+        venv=$reuse how="install into $reuse"
+        [ -x "$venv/bin/python" ] || die "$REUSE_VAR ($venv) is no venv"
+        "$venv/bin/python" -c 'import sys; assert sys.version_info[:2] == tuple(map(int, sys.argv[1].split(".")))' \
+            "$PYTHON_VERSION" 2>/dev/null || die "$REUSE_VAR ($venv) is not Python $PYTHON_VERSION"
+        if ! "$venv/bin/pip" install -q --no-compile --no-deps --force-reinstall "$wheel" >"$install_log" 2>&1; then
+            tail -n 30 "$install_log" >&2
+            die "installing the wheel into $venv failed (log: $install_log)"
+        fi
+    elif ! "$python" -m venv "$venv" >"$install_log" 2>&1; then
         tail -n 30 "$install_log" >&2
-        die "building the wheel or installing it with ${PACKAGES[*]} on $("$python" -V 2>&1) failed (log: $install_log)"
+        die "making a venv on $("$python" -V 2>&1) failed (log: $install_log)"
     fi
-    echo "$LEG: $("$DIR/venv/bin/python" -c "$VERSIONS") (venv, wheel and install: $((SECONDS - start)) s)"
+    if ! "$venv/bin/pip" install -q --no-compile "$wheel" "${PACKAGES[@]}" >>"$install_log" 2>&1; then
+        tail -n 30 "$install_log" >&2
+        die "installing the wheel with ${PACKAGES[*]} on $("$python" -V 2>&1) failed (log: $install_log)"
+    fi
+    echo "$LEG: $("$venv/bin/python" -c "$VERSIONS") ($how: $((SECONDS - start)) s)"
 
     local log="$DIR/test.log" report="$DIR/report.json" t0=$SECONDS rc=0
     rm -f "$report"
-    (cd "$DIR/run" && env "$REPORT=$report" "$DIR/venv/bin/python" -m pytest -q -p no:cacheprovider \
+    (cd "$DIR/run" && env "$REPORT=$report" "$venv/bin/python" -m pytest -q -p no:cacheprovider \
         --junitxml="$DIR/leg.xml" "$TEST") >"$log" 2>&1 || rc=$?
     local failed=0
-    verdict "$LEG" "$LEG" "$DIR/venv/bin/python" "$DIR/leg.xml" "$log" "$rc" $((SECONDS - t0)) "$start" || failed=1
-    [ -f "$report" ] && "$DIR/venv/bin/python" -c "$SUMMARY" "$report" 2>/dev/null || true
+    verdict "$LEG" "$LEG" "$venv/bin/python" "$DIR/leg.xml" "$log" "$rc" $((SECONDS - t0)) "$start" || failed=1
+    [ -f "$report" ] && "$venv/bin/python" -c "$SUMMARY" "$report" 2>/dev/null || true
     [ "$failed" = 0 ] || exit 1
 }
 

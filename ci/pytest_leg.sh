@@ -14,12 +14,16 @@
 #
 #   bash ci/pytest_leg.sh
 #   PIP_NO_CACHE_DIR=1 bash ci/pytest_leg.sh    # as a fresh CI machine installs: no pip cache
+#   LEDGER_PYTEST_LEG_VENV=/tmp/ledger-jax-legs/newest bash ci/pytest_leg.sh
+#       # into a venv of this tree's wheel on Python 3.12 already (.ci/run: the newest jax
+#       # leg's, the same Python and jax), not a fresh one: optax and pytest-xdist go in
 #
 # Needs pyenv's Python 3.12 (`pyenv root`, else /root/.pyenv) and the package index. The venv,
 # the wheel and the verdict: ci/legs_lib.sh, shared with the field leg.
 set -euo pipefail
 LEG="pytest leg" DIR_VAR=LEDGER_PYTEST_LEG_DIR DIR=${LEDGER_PYTEST_LEG_DIR:-/tmp/ledger-pytest-leg}
 TESTS=pytest_leg TEST=pytest_leg/test_optax_ledger.py REPORT=LEDGER_PYTEST_LEG_REPORT
+REUSE_VAR=LEDGER_PYTEST_LEG_VENV
 PACKAGES=(optax pytest pytest-xdist)
 VERSIONS=$(cat <<'PY'
 import platform

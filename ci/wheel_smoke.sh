@@ -18,7 +18,11 @@ step() { echo "smoke: $*"; steps=$((steps + 1)); }
 fail() { echo "smoke FAILED: $*" >&2; exit 1; }
 
 step "build the wheel"
-"$PY" -m pip wheel --quiet --no-deps "$REPO" -w "$WORK/dist" >/dev/null
+if [ -n "${LEDGER_WHEEL:-}" ]; then  # built once for every leg (.ci/run: ci/wheel.sh)
+    cp "$LEDGER_WHEEL" "$WORK/dist/" || fail "LEDGER_WHEEL ($LEDGER_WHEEL) cannot be read"
+else
+    "$PY" -m pip wheel --quiet --no-deps "$REPO" -w "$WORK/dist" >/dev/null
+fi
 wheel=$(ls "$WORK"/dist/jax_compile_ledger-*.whl)
 # The listing is read whole before grep sees it (`unzip -l | grep -q` under pipefail
 # fails when grep leaves at the first match and unzip dies of SIGPIPE), and by Python's
@@ -29,7 +33,6 @@ grep -q '^migrations/' <<<"$files" && fail "the wheel holds a top-level migratio
 
 step "install it into a fresh venv"
 "$PY" -m venv "$WORK/venv"
-"$WORK/venv/bin/pip" install --quiet --upgrade pip >/dev/null
 "$WORK/venv/bin/pip" install --quiet --no-compile "$wheel[postgres]" >/dev/null
 L="$WORK/venv/bin/ledger"
 # installed with --no-compile, so the modules the steps import compile once and are kept:
