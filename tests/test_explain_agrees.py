@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from ledger import command
 from ledger.record import COLD, NONE
 from ledger.storage.open import open_ledger
-from ledger.watch.findings import LINEAGE, lineage_text, rows_of_lineage
+from ledger.watch.findings import LINEAGE, lineage_key, rows_of_lineage
 from ledger.watch.grouped import _key
 from ledger.watch.judge import Evidence, judge
 from ledger.watch.kinds import CACHE_NOT_REUSED, CACHE_OFF, JAX_CHANGED, WENT_COLD
@@ -150,7 +150,7 @@ def _judged_whole(db) -> set[tuple]:
     with open_ledger(str(db), "read") as led, led.engine.connect() as conn:
         ev, seen, out = Evidence(conn), set(), set()
         for r in conn.execute(sa.text(f"SELECT {', '.join(LINEAGE)} FROM compile_records")).mappings():
-            if (text := lineage_text(r)) not in seen:
+            if (text := lineage_key(r)) not in seen:
                 seen.add(text)
                 out |= {(f.verdict, f.row_id, f.text) for f in judge(rows_of_lineage(conn, dict(r)), ev)}
     return out

@@ -265,52 +265,33 @@ def run_of(row: dict):
     return (row["run_id"], row["phase"]) if row.get("run_id") is not None else row["id"]
 
 
-def streak_cause(colds: list[dict], last_two: dict[int, dict], prunes: dict[str, list[dict]]) -> tuple[Cause, bool]:
-    """Why a cell's cold runs (2 or more, oldest first, with a cache dir) never reused the
-    cache, and whether that fails the check. The strongest evidence first: JAX kept every
-    entry out by its own thresholds (by design; whatever the dirs were, nothing could be
-    reused); else each run used a dir no earlier run had; else, in a dir used twice, the
-    entries went, or the key changed between them. `last_two`: whole rows, by id, of the
-    pair compared."""
-    runs = runs_of(colds)
-    by = [unwritten_by(r) for r in colds]
-    if all(by):
-        settings = {b[0] for b in by}
-        times = [r["compile_s"] for r in colds if r.get("compile_s") is not None]
-        setting = settings.pop() if len(settings) == 1 else "thresholds"
-        limits = sorted({b[1] for b in by if b[1] is not None})
-        facts = {"setting": setting, "limit": limits[0] if len(limits) == 1 else None, "runs": runs,
-                 "dirs": list(dict.fromkeys(r["cache_dir"] for r in colds)),
-                 "min_s": min(times) if times else None, "max_s": max(times) if times else None}
+def streak_cause(state: dict, pair: dict[int, dict], prunes: dict[str, list[dict]]) -> tuple[Cause, bool]:
+    """Why a cell's cold runs (2 or more, with a cache dir) never reused the cache, and
+    whether that fails the check, from their state (ledger/watch/streaks.py). The strongest
+    evidence first: JAX kept every entry out by its own thresholds (by design; whatever
+    the dirs were, nothing could be reused); else each run used a dir no earlier run had;
+    else, in a dir used twice, the entries went, or the key changed between the newest two
+    cold rows of different runs there (`pair`: their whole rows, by id)."""
+    runs = state["runs"]
+    if state["unwritten"]:
+        settings, limits = state["settings"], state["limits"]
+        facts = {"setting": settings[0] if len(settings) == 1 else "thresholds",
+                 "limit": limits[0] if len(limits) == 1 else None, "runs": runs, "dirs": list(state["dirs"]),
+                 "min_s": state["min_s"], "max_s": state["max_s"]}
         return Cause(C_THRESHOLD, facts), False
-    pair = _same_dir_pair(colds)
-    if pair is None:
-        return Cause(C_NEW_DIRS, {"runs": runs, "dirs": list(dict.fromkeys(r["cache_dir"] for r in colds))}), True
-    a, b = pair
+    if state["pair"] is None:
+        return Cause(C_NEW_DIRS, {"runs": runs, "dirs": list(state["dirs"])}), True
+    a, b = (pair[i] for i in state["pair"])
     wrote = a.get("cache_files_after") is not None and a.get("cache_files_before") is not None \
         and a["cache_files_after"] > a["cache_files_before"]
     if wrote and b.get("cache_files_before") is not None and b["cache_files_before"] < a["cache_files_after"]:
         return Cause(C_LOST, {"a": a["id"], "left": a["cache_files_after"], "b": b["id"],
                               "found": b["cache_files_before"], "dir": a["cache_dir"]}), True
-    whole_a, whole_b = last_two.get(a["id"], a), last_two.get(b["id"], b)
-    inner = cold_cause(whole_b, whole_a, prunes.get(whole_a.get("cache_key") or "", []))
+    inner = cold_cause(b, a, prunes.get(a.get("cache_key") or "", []))
     if inner.code in (C_UNKNOWN, C_SAME_KEY, C_EMPTIED):
         return Cause(C_NEVER_WARM, {"runs": runs, "dir": a["cache_dir"]}), False
     return Cause(C_KEY_CHANGED, {"runs": runs, "dir": a["cache_dir"], "a": a["id"], "b": b["id"],
                                  "inner": inner.as_json()}), True
-
-
-def _same_dir_pair(colds: list[dict]) -> tuple[dict, dict] | None:
-    """The newest two cold rows of different runs in one dir (the later one's previous
-    in its dir), or None when every run used a dir no earlier run had."""
-    last: dict[str, dict] = {}
-    found = None
-    for r in colds:
-        prev = last.get(r["cache_dir"])
-        if prev is not None and run_of(prev) != run_of(r):
-            found = (prev, r)
-        last[r["cache_dir"]] = r
-    return found
 
 
 # -- the words ----------------------------------------------------------------------------

@@ -9,6 +9,9 @@ has no cache dir after a warm one. Only those lineages' rows are read, through t
 on each row's cell id (revision 0018: ledger/storage/cell_ids.py), from where their
 judgement starts (_start); a lineage with no row since the previous check keeps that
 check's findings, as facts (verdicts.facts), unless a prune since could change its cause.
+A lineage never warm anywhere has no warm row to start from: each of its jax's cold
+streaks is carried as state (streaks.py, kept in its finding's facts), and only its rows
+since the previous check are read (_never_warm).
 
 A cell here is the comparability key without cache_state (record.STATELESS_KEY); a
 lineage is that without jax_version, so a bump is seen as the same cell moving on.
@@ -21,13 +24,13 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from ledger.record import COLD, NONE, STATELESS_KEY, WARM
-from ledger.rows import key_text, ok_sql, oldest_first
-from ledger.storage.in_lists import with_lists
-from ledger.watch import cells
+from ledger.record import COLD, NONE, NOT_PERSISTED_PROCESS_INDEX, STATELESS_KEY, WARM
+from ledger.rows import key_values, ok_sql, oldest_first
+from ledger.storage.in_lists import rows_in, with_lists
+from ledger.watch import cells, streaks
 from ledger.watch.causes import C_EMPTIED, C_EVICTED, C_KEY_CHANGED, C_PRUNED, C_SAME_KEY, fetch_rows
 from ledger.watch.cells import Group
-from ledger.watch.judge import COLUMNS, Evidence, Finding, judge, newest_enough
+from ledger.watch.judge import COLUMNS, Evidence, Finding, judge, judged, newest_enough, streak_finding
 from ledger.watch.keys import pin_key
 from ledger.watch.kinds import HEALTH_KINDS, PINNED_KINDS
 
@@ -37,15 +40,17 @@ LINEAGE = tuple(f for f in STATELESS_KEY if f != "jax_version")
 _PRUNABLE = (C_SAME_KEY, C_EMPTIED, C_EVICTED, C_PRUNED, C_KEY_CHANGED)
 
 
-def lineage_text(values) -> str:
-    return key_text(values, LINEAGE)
+def lineage_key(values) -> tuple:
+    """A lineage's values as one key (rows.key_values: a tuple, not key_text's JSON, which
+    cost a check a tenth of a second over 17,000 cells)."""
+    return key_values(values, LINEAGE)
 
 
-def by_lineage(summaries: dict[str, tuple], filters: dict | None) -> dict[str, list[Group]]:
+def by_lineage(summaries: dict[str, tuple], filters: dict | None) -> dict[tuple, list[Group]]:
     """Every cell's groups, by lineage, from the cache cells' summaries (cells.fold)."""
-    out: dict[str, list[Group]] = {}
+    out: dict[tuple, list[Group]] = {}
     for g in cells.groups(summaries, filters):
-        out.setdefault(lineage_text(g.values), []).append(g)
+        out.setdefault(lineage_key(g.values), []).append(g)
     return out
 
 
@@ -65,8 +70,8 @@ class Earlier:
     --since (check._earlier); `touched`: the lineages with a row above `upto`."""
 
     upto: int
-    found: dict[str, list[Finding]]
-    touched: set[str]
+    found: dict[tuple, list[Finding]]
+    touched: set  # lineage keys; {"*"}: every lineage
 
 
 def earlier(conn, run_id: int, upto: int, new: dict[str, tuple]) -> Earlier:
@@ -76,21 +81,21 @@ def earlier(conn, run_id: int, upto: int, new: dict[str, tuple]) -> Earlier:
     others = ", ".join(f"'{k}'" for k in (*PINNED_KINDS, *HEALTH_KINDS))
     sql = (f"SELECT v.verdict, v.row_id, v.facts, {cols} FROM verdicts v JOIN compile_records r ON r.id = v.row_id"
            f" WHERE v.check_run_id = :run AND v.verdict NOT IN ({others})")
-    found: dict[str, list[Finding]] = {}
+    found: dict[tuple, list[Finding]] = {}
     for r in conn.execute(sa.text(sql), {"run": run_id}).mappings():
         if not r["facts"]:
             return Earlier(upto, {}, {"*"})  # a run before facts were kept: judge every lineage
-        found.setdefault(lineage_text(r), []).append(Finding.from_facts(r["verdict"], r["row_id"],
+        found.setdefault(lineage_key(r), []).append(Finding.from_facts(r["verdict"], r["row_id"],
                                                                         json.loads(r["facts"])))
     # a cache cell's text is its cell's values and then its cache dir (record.CACHE_CELL)
     touched = set()
     for k in new:
         values = dict(zip(cells.CACHE_CELL, json.loads(k), strict=True))
-        touched.add(lineage_text(values))
+        touched.add(lineage_key(values))
     return Earlier(upto, found, touched)
 
 
-def _carried(kept: Earlier | None, lineage: str) -> list[Finding] | None:
+def _carried(kept: Earlier | None, lineage: tuple) -> list[Finding] | None:
     """The previous check's findings of a lineage, where they still stand; else None."""
     if kept is None or "*" in kept.touched or lineage in kept.touched:
         return None
@@ -105,7 +110,7 @@ def cache_findings(conn, summaries: dict[str, tuple], filters: dict | None, sinc
     """Every finding of the cache passes, oldest row first. `kept`: the previous run's
     findings, where they stand: a lineage with nothing new keeps its own."""
     found: list[Finding] = []
-    wanted: dict[str, list[Group]] = {}
+    wanted: dict[tuple, list[Group]] = {}
     for lineage, groups in by_lineage(summaries, filters).items():
         if not may_find(groups):
             continue
@@ -116,16 +121,23 @@ def cache_findings(conn, summaries: dict[str, tuple], filters: dict | None, sinc
             wanted[lineage] = groups
     if wanted:
         ev = Evidence(conn)
-        mine = _cells_of(conn, set(wanted))
+        jax_of = _cells_of(conn, set(wanted))
+        mine = {lineage: list(cells_jax) for lineage, cells_jax in jax_of.items()}
         starts = {lineage: _start(groups) for lineage, groups in wanted.items()}
-        whole = {}
+        # never warm anywhere: each jax's streak from its kept state and the rows since, where it can be
+        never = {lineage: jax_of[lineage] for lineage, start in starts.items() if start is None}
+        streaked = {lineage: {g.values["jax_version"] for g in wanted[lineage] if g.has_dir and g.n_cold}
+                    for lineage in never}
+        kept_never, whole = _never_warm(conn, kept if not _given(filters) else None, never, streaked, ev)
+        found += kept_never
+        starts = {lineage: start for lineage, start in starts.items() if lineage not in never}
         for lineage, rows in _rows_by_cell(conn, mine, starts).items():
             warm_dirs = {(g.values["jax_version"], g.values["cache_dir"]) for g in wanted[lineage] if g.last_warm}
-            if starts[lineage] is None or newest_enough(rows, warm_dirs):
+            if newest_enough(rows, warm_dirs):
                 found += judge(rows, ev)
             else:
-                whole[lineage] = None
-        for rows in _rows_by_cell(conn, mine, whole).values():
+                whole[lineage] = mine[lineage]
+        for rows in _rows_by_cell(conn, whole, dict.fromkeys(whole)).values():
             found += judge(rows, ev)
     if since is not None:
         times = {r["id"]: r["timestamp"] or "" for r in fetch_rows(conn, [f.row_id for f in found]).values()}
@@ -133,7 +145,72 @@ def cache_findings(conn, summaries: dict[str, tuple], filters: dict | None, sinc
     return sorted(found, key=lambda f: f.row_id)
 
 
-def lineage_rows(conn, wanted: dict[str, dict]) -> dict[str, list[dict]]:
+def _given(filters: dict | None) -> bool:
+    return any(v is not None for v in (filters or {}).values())
+
+
+def _never_warm(conn, kept: Earlier | None, never: dict[tuple, dict[int, str]], streaked: dict[tuple, set[str]],
+                ev: Evidence) -> tuple[list[Finding], dict[tuple, list[int]]]:
+    """The findings of lineages no cell of which was ever warm (`never`: each one's cells
+    and their jax; `streaked`: the jax versions with a cold row in a cache dir), each
+    jax's made from the state its previous check kept (streaks.py) and its cold rows
+    since; and the cells whose rows are read whole, by lineage: all of them where no
+    state was kept (a first check, facts from before states), else a jax's with no state
+    (its previous check may not have judged it: a lineage is judged only where a cell's
+    newest row leaves room for a finding), a new row older than the state's newest, or an
+    older run the newest again."""
+    found: list[Finding] = []
+    states: dict[tuple, dict[str, Finding]] = {}
+    for lineage in never:
+        before = kept.found.get(lineage, []) if kept is not None and "*" not in kept.touched else None
+        if before is not None and all("streak" in f.extra for f in before):
+            states[lineage] = {f.extra["streak"]["jax"]: f for f in before}
+    whole = {lineage: list(cells_jax) for lineage, cells_jax in never.items() if lineage not in states}
+    if not states:
+        return found, whole
+    pending: dict[tuple[tuple, str], tuple[dict, list[dict]]] = {}
+    new = _rows_by_cell(conn, {lineage: list(never[lineage]) for lineage in states}, dict.fromkeys(states),
+                        above=kept.upto)
+    for lineage, by_jax in states.items():
+        colds: dict[str, list[dict]] = {}
+        for r in judged(new[lineage]):
+            if r["cache_dir"] and r["cache_state"] == COLD:
+                colds.setdefault(r["jax_version"], []).append(r)
+        for jax in by_jax.keys() | colds.keys() | streaked[lineage]:
+            before, rows = by_jax.get(jax), colds.get(jax, [])
+            if before is not None and not rows:  # its rows as they were: its finding made again from its state
+                row = {"id": before.row_id, "run_id": before.run, "command": before.program}
+                found.append(streak_finding(before.extra["streak"], ev, row))
+            elif before is not None and streaks.stamp(rows[0]) > before.extra["streak"]["newest"]:
+                pending[lineage, jax] = (before.extra["streak"], rows)
+            else:
+                whole.setdefault(lineage, []).extend(c for c, j in never[lineage].items() if j == jax)
+    seen = _seen_runs(conn, pending, never, kept.upto)
+    for (lineage, jax), (state, rows) in pending.items():
+        state = streaks.fold(state, rows, seen.get((lineage, jax), set()))
+        if state is None:
+            whole.setdefault(lineage, []).extend(c for c, j in never[lineage].items() if j == jax)
+        elif state["runs"] >= 2:
+            found.append(streak_finding(state, ev, rows[-1]))
+    return found, whole
+
+
+def _seen_runs(conn, pending: dict[tuple[tuple, str], tuple[dict, list[dict]]], jax_of: dict[tuple, dict[int, str]],
+               upto: int) -> dict[tuple[tuple, str], set[tuple]]:
+    """For each streak, the runs of its new rows that had cold rows in it at or below
+    `upto` (one query for all, through the index on run_id), as streaks.run_key."""
+    runs = {r["run_id"] for _, rows in pending.values() for r in rows if r["run_id"] is not None}
+    streak_of = {cell: (lineage, jax) for (lineage, jax) in pending for cell, j in jax_of[lineage].items() if j == jax}
+    sql = (f"SELECT cell_id, run_id, phase FROM compile_records WHERE run_id IN :runs AND id <= :upto AND {ok_sql()}"
+           f" AND cache_state = '{COLD}' AND cache_dir <> '' AND COALESCE(cache_not_persisted, '') <> :unwritten")
+    seen: dict[tuple[tuple, str], set[tuple]] = {}
+    for r in rows_in(conn, sql, "runs", sorted(runs), {"upto": upto, "unwritten": NOT_PERSISTED_PROCESS_INDEX}):
+        if r["cell_id"] in streak_of:
+            seen.setdefault(streak_of[r["cell_id"]], set()).add(("run", r["run_id"], r["phase"]))
+    return seen
+
+
+def lineage_rows(conn, wanted: dict[tuple, dict]) -> dict[tuple, list[dict]]:
     """The ok warm, cold and none rows of each lineage asked for (lineage text -> its
     values), oldest first, in one scan: each lineage column IN the values asked for,
     and each row kept only where its whole lineage was asked for. explain's way (one
@@ -153,9 +230,9 @@ def lineage_rows(conn, wanted: dict[str, dict]) -> dict[str, list[dict]]:
     sql = (f"SELECT {cols} FROM compile_records WHERE {ok_sql()} AND cache_state IN ('{WARM}', '{COLD}', '{NONE}')"
            f" AND {' AND '.join(where)} ORDER BY {oldest_first()}")
     stmt = with_lists(sql, *params)
-    out: dict[str, list[dict]] = {k: [] for k in wanted}
+    out: dict[tuple, list[dict]] = {k: [] for k in wanted}
     for r in conn.execute(stmt, params).mappings():
-        lineage = lineage_text(r)
+        lineage = lineage_key(r)
         if lineage in out:
             out[lineage].append(dict(r))
     return out
@@ -175,21 +252,23 @@ def _start(groups: list[Group]) -> str | None:
     return min([g.last_warm for g in warm] + never)
 
 
-def _cells_of(conn, lineages: set[str]) -> dict[str, list[int]]:
-    """The cell ids (revision 0018) of each lineage asked for."""
-    mine: dict[str, list[int]] = {}
+def _cells_of(conn, lineages: set[tuple]) -> dict[tuple, dict[int, str]]:
+    """The cell ids (revision 0018) of each lineage asked for, each with its jax version."""
+    mine: dict[tuple, dict[int, str]] = {}
     for cell, values in cells.cell_values(conn).items():
-        lineage = lineage_text(values)
+        lineage = lineage_key(values)
         if lineage in lineages:
-            mine.setdefault(lineage, []).append(cell)
+            mine.setdefault(lineage, {})[cell] = values["jax_version"]
     return mine
 
 
-def _rows_by_cell(conn, mine: dict[str, list[int]], starts: dict[str, str | None]) -> dict[str, list[dict]]:
+def _rows_by_cell(conn, mine: dict[tuple, list[int]], starts: dict[tuple, str | None],
+                  above: int = 0) -> dict[tuple, list[dict]]:
     """lineage_rows for check, through the index on cell_id (revision 0018): the rows of
     the cells (`mine`: _cells_of) of each lineage in `starts`, from its start (a stamp,
-    cells.stamp_sql; None: every row), oldest first, a few hundred cells a query."""
-    out: dict[str, list[dict]] = {k: [] for k in starts}
+    cells.stamp_sql; None: every row) and above row `above`, oldest first, a few hundred
+    cells a query."""
+    out: dict[tuple, list[dict]] = {k: [] for k in starts}
     mine = {lineage: ids for lineage, ids in mine.items() if lineage in starts}
     lineage_of = {cell: lineage for lineage, ids in mine.items() for cell in ids}
     cols = tuple(dict.fromkeys(("cell_id", *COLUMNS)))
@@ -204,15 +283,15 @@ def _rows_by_cell(conn, mine: dict[str, list[int]], starts: dict[str, str | None
             values += [f"({int(c)}, CAST(:s{i} AS TEXT))" for c in ids]
         sql = (f"SELECT {', '.join('r.' + c for c in cols)} FROM (VALUES {', '.join(values)}) v"
                f" JOIN compile_records r ON r.cell_id = v.column1"
-               f" WHERE (v.column2 IS NULL OR {stamp} >= v.column2) AND {ok_sql('r')}"
+               f" WHERE (v.column2 IS NULL OR {stamp} >= v.column2) AND r.id > {int(above)} AND {ok_sql('r')}"
                f" AND r.cache_state IN ('{WARM}', '{COLD}', '{NONE}') ORDER BY {oldest_first('r')}")
         for r in conn.execute(sa.text(sql), params):
             out[lineage_of[r[0]]].append(dict(zip(cols, r)))
     return out
 
 
-def _chunks(lineages: list[tuple[str, list[int]]], size: int):
-    chunk: list[tuple[str, list[int]]] = []
+def _chunks(lineages: list[tuple[tuple, list[int]]], size: int):
+    chunk: list[tuple[tuple, list[int]]] = []
     for lineage in lineages:
         if chunk and sum(len(ids) for _, ids in chunk) + len(lineage[1]) > size:
             yield chunk
@@ -224,7 +303,7 @@ def _chunks(lineages: list[tuple[str, list[int]]], size: int):
 
 def rows_of_lineage(conn, row: dict) -> list[dict]:
     """One row's lineage, as the judge reads it (explain)."""
-    text = lineage_text(row)
+    text = lineage_key(row)
     return lineage_rows(conn, {text: {f: row[f] for f in LINEAGE}})[text]
 
 

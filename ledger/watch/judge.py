@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ledger.record import COLD, NONE, NOT_PERSISTED_PROCESS_INDEX, WARM
+from ledger.watch import streaks
 from ledger.watch.causes import (
     C_DIR_CHANGED,
     C_JAX,
@@ -43,7 +44,6 @@ from ledger.watch.causes import (
     fetch_rows,
     prunes_of,
     run_of,
-    runs_of,
     streak_cause,
 )
 from ledger.watch.kinds import CACHE_NOT_REUSED, CACHE_OFF, JAX_CHANGED, KINDS, WENT_COLD
@@ -116,11 +116,13 @@ class Evidence:
         cold, warm = self.rows(cold_id, warm_id)
         return cold_cause(cold, warm, self.prunes(warm.get("cache_key")))
 
-    def streak_cause(self, colds: list[dict]) -> tuple[Cause, bool]:
-        ids = [r["id"] for r in colds[-2:]]
+    def streak_cause(self, state: dict) -> tuple[Cause, bool]:
+        """causes.streak_cause of a streak's state (streaks.py), with the whole rows of the
+        pair it compares and their keys' prunes."""
+        ids = state["pair"] if not state["unwritten"] and state["pair"] else []
         whole = dict(zip(ids, self.rows(*ids), strict=True))
         keys = {r.get("cache_key") for r in whole.values()}
-        return streak_cause(colds, whole, {k: self.prunes(k) for k in keys if k})
+        return streak_cause(state, whole, {k: self.prunes(k) for k in keys if k})
 
 
 def program_of(row: dict) -> str | None:
@@ -222,15 +224,17 @@ def _streak(lineage: list[dict], jax: str, rows: list[dict], ev: Evidence) -> Fi
     newest = cached[-1]
     warm = _warm_before(rows, newest, same_dir=False)
     colds = [r for r in cached[cached.index(warm) + 1 if warm else 0:] if r["cache_state"] == COLD]
-    runs = runs_of(colds)
     old = None if warm else _older_jax_warm(lineage, jax, colds[0])
-    if runs >= 2:
-        cause, fails = ev.streak_cause(colds)
+    state = streaks.of(jax, colds)
+    if state["runs"] >= 2:
         if old is None:
-            return _finding(CACHE_NOT_REUSED, newest, cause, fails, None, extra_runs(colds))
-        still = Cause(C_STILL_COLD, {"inner": cause.as_json(), "runs": runs, "jax": jax, "warm_row": old["id"],
-                                     "old_jax": old["jax_version"]})
-        return _finding(WENT_COLD, newest, still, True, old["id"], extra_runs(colds))
+            # its state kept (verdicts.facts) where no row of the jax was ever warm: a
+            # never-warm cell's next check adds the rows since to it (findings.py)
+            return streak_finding(state, ev, newest, keep=warm is None)
+        cause, _ = ev.streak_cause(state)
+        still = Cause(C_STILL_COLD, {"inner": cause.as_json(), "runs": state["runs"], "jax": jax,
+                                     "warm_row": old["id"], "old_jax": old["jax_version"]})
+        return _finding(WENT_COLD, newest, still, True, old["id"], state["last_run_s"])
     if old is not None:
         first = colds[0]
         cause = Cause(C_JAX, {"old": old["jax_version"], "new": jax, "warm_row": old["id"]})
@@ -238,11 +242,13 @@ def _streak(lineage: list[dict], jax: str, rows: list[dict], ev: Evidence) -> Fi
     return None
 
 
-def extra_runs(colds: list[dict]) -> float | None:
-    """What a never-reused cell costs a run: its newest run's cold compile seconds."""
-    run = run_of(colds[-1])
-    seconds = [r["compile_s"] for r in colds if run_of(r) == run and r.get("compile_s") is not None]
-    return sum(seconds) if seconds else None
+def streak_finding(state: dict, ev: Evidence, newest: dict, keep: bool = True) -> Finding:
+    """A streak of two or more cold runs with no warm row before it: cache-not-reused, on
+    its newest row (its id, run_id, command and objective), costing a run its newest
+    run's cold compile seconds; `keep`: its state goes into its facts."""
+    cause, fails = ev.streak_cause(state)
+    extra = {"streak": state} if keep else {}
+    return _finding(CACHE_NOT_REUSED, newest, cause, fails, None, state["last_run_s"], **extra)
 
 
 def _older_jax_warm(lineage: list[dict], jax: str, first: dict) -> dict | None:

@@ -1,0 +1,176 @@
+"""A never-warm cell's cold streak carried from one check to the next (ledger/watch/streaks.py):
+its state folded from the rows since equals its state folded from every row, and the
+check that carries it says what a check reading every row says, facts and all, on both
+backends, while reading only the rows since."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ledger.record import NOT_PERSISTED_COMPILE_TIME, NOT_PERSISTED_PROCESS_INDEX
+from ledger.storage.open import open_ledger
+from ledger.watch import findings, streaks
+from ledger.watch.check import judge, run_check, stored_findings
+
+from .conftest import examples
+from .ledgers import add, rec
+from .writes import BACKENDS, fresh
+
+# -- the state ---------------------------------------------------------------------------------
+
+cold_rows = st.lists(st.fixed_dictionaries({
+    "timestamp": st.sampled_from([None, "2026-07-01T10:00:00", "2026-07-02T10:00:00"]),
+    "cache_dir": st.sampled_from(["/c1", "/c2", "/c3"]),
+    "run_id": st.sampled_from([None, "r1", "r2", "r3"]),
+    "phase": st.sampled_from([None, "cold"]),
+    "compile_s": st.sampled_from([None, 0.25, 0.5, 2.0]),
+    "cache_not_persisted": st.sampled_from([None, None, NOT_PERSISTED_COMPILE_TIME]),
+    "cache_min_compile_time_s": st.sampled_from([None, 1.0, 2.0]),
+    "cache_files_before": st.sampled_from([None, 0, 3]),
+    "cache_files_after": st.sampled_from([None, 3, 4]),
+}), min_size=1, max_size=12)
+
+
+def _ordered(rows: list[dict]) -> list[dict]:
+    """The rows with ids, oldest first as the check reads them (rows.oldest_first)."""
+    rows = [dict(r, id=i + 1) for i, r in enumerate(rows)]
+    return sorted(rows, key=lambda r: (r["timestamp"] or "", r["id"]))
+
+
+@settings(max_examples=examples(300))
+@given(rows=cold_rows, cut=st.integers(0, 12))
+def test_a_state_folded_from_the_rows_since_is_the_state_of_every_row(rows, cut):
+    rows = _ordered(rows)
+    old, new = rows[:cut], rows[cut:]
+    before = {streaks.run_key(r) for r in old}
+    seen = {streaks.run_key(r) for r in new} & before  # what check asks the ledger
+    folded = streaks.fold(streaks.of("0.10.2", old), new, seen)
+    last = streaks.run_key(old[-1]) if old else None
+    if new and streaks.run_key(new[-1]) in before and streaks.run_key(new[-1]) != last:
+        assert folded is None  # an older run the newest again: its seconds are not in the state
+    else:
+        assert json.dumps(folded, sort_keys=True) == json.dumps(streaks.of("0.10.2", rows), sort_keys=True)
+
+
+def test_the_state_counts_runs_not_rows_and_costs_the_newest_run():
+    rows = _ordered([{"timestamp": "2026-07-01T10:00:00", "cache_dir": "/c1", "run_id": "r1", "phase": None,
+                      "compile_s": s} for s in (0.5, 0.25)]
+                    + [{"timestamp": "2026-07-02T10:00:00", "cache_dir": "/c2", "run_id": "r2", "phase": None,
+                        "compile_s": s} for s in (2.0, 1.0)])
+    state = streaks.of("0.10.2", rows)
+    assert (state["runs"], state["last_run"], state["last_run_s"], state["dirs"], state["pair"]) == (
+        2, ["run", "r2", None], 3.0, ["/c1", "/c2"], None)
+    assert (state["min_s"], state["max_s"], state["newest_id"], state["last_two"]) == (0.25, 2.0, 4, [3, 4])
+
+
+# -- the check that carries it -----------------------------------------------------------------
+
+NEVER = {"cache_state": "cold", "model_type": "knn", "cache_files_before": 3, "cache_files_after": 3,
+         "cache_min_compile_time_s": 1.0, "compile_s": 0.5}
+
+
+def _said(found: list[dict]) -> list[tuple]:
+    """A check's findings as it says them, with their stored facts (the streak's state too)."""
+    return [(f["verdict"], f["row_id"], f["cause"], f["fails"], f["compile_s"], json.dumps(f["facts"], sort_keys=True))
+            for f in found]
+
+
+def _from_nothing(engine) -> list[tuple]:
+    """The same check with nothing taken from an earlier run (the cells folded anew), rolled back."""
+    import sqlalchemy as sa
+
+    with engine.connect() as conn, conn.begin() as txn:
+        conn.execute(sa.text("UPDATE cache_cells_state SET upto = 0"))
+        run = judge(conn, rejudge=True).run_id
+        said = _said(stored_findings(conn, run))
+        txn.rollback()
+    return said
+
+
+def _checked(engine, monkeypatch) -> tuple[list[tuple], int]:
+    """A check's findings, and how many rows its cache passes read of the lineages it judged."""
+    read = []
+    real = findings._rows_by_cell
+
+    def counted(*args, **kw):
+        out = real(*args, **kw)
+        read.append(sum(len(rows) for rows in out.values()))
+        return out
+
+    with monkeypatch.context() as m:
+        m.setattr(findings, "_rows_by_cell", counted)
+        result = run_check(engine)
+    with engine.connect() as conn:
+        return _said(stored_findings(conn, result.run_id)), sum(read)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_never_warm_cell_is_judged_from_its_kept_state_and_the_rows_since(backend, tmp_path, monkeypatch):
+    days = iter(f"2026-07-{d:02d}T10:00:00" for d in range(1, 29))
+    with fresh(backend) as db:
+        add(db, tmp_path, *(rec(**NEVER, run_id=f"r{i}", timestamp=next(days)) for i in range(6)))
+        with open_ledger(str(db), "write") as ledger:
+            first, read = _checked(ledger.engine, monkeypatch)
+            assert [f[:4] for f in first] == [("cache-not-reused", first[0][1], (
+                "6 cold runs in /tmp/jax-cache, never warm: the entries were never written, by design: every"
+                " compile (0.5 s) was under jax_persistent_cache_min_compile_time_secs 1, so there is nothing"
+                " to reuse"), False)]
+            assert read == 6 and first == _from_nothing(ledger.engine)
+            # a new run: only its row is read, and the finding is the one every row gives
+            (new,) = add(db, tmp_path, rec(**(NEVER | {"compile_s": 0.75}), run_id="r6", timestamp=next(days)))
+            second, read = _checked(ledger.engine, monkeypatch)
+            assert read == 1 and second == _from_nothing(ledger.engine)
+            assert [(f[1], f[2].split(":")[0], f[4]) for f in second] == [(new, "7 cold runs in /tmp/jax-cache, never warm", 0.75)]
+            # the same run goes on: still seven runs, costing that run both rows
+            (more,) = add(db, tmp_path, rec(**(NEVER | {"compile_s": 0.25}), run_id="r6", timestamp=next(days)))
+            third, read = _checked(ledger.engine, monkeypatch)
+            assert read == 1 and third == _from_nothing(ledger.engine)
+            assert [(f[1], f[2].split(":")[0]) for f in third] == [(more, "7 cold runs in /tmp/jax-cache, never warm")]
+            assert json.loads(third[0][5])["cost_s"] == 1.0
+            # rows that the state cannot take: older than its newest, and an older run the newest again
+            add(db, tmp_path, rec(**NEVER, run_id="r9", timestamp="2026-07-01T09:00:00"))
+            fourth, read = _checked(ledger.engine, monkeypatch)
+            assert read == 10 and fourth == _from_nothing(ledger.engine)
+            add(db, tmp_path, rec(**NEVER, run_id="r2", timestamp=next(days)))
+            fifth, read = _checked(ledger.engine, monkeypatch)
+            assert read == 11 and fifth == _from_nothing(ledger.engine)
+            # a row another process left unwritten is the cache's health, not the cell's: nothing read again
+            add(db, tmp_path, rec(**NEVER, run_id="r10", timestamp=next(days),
+                                  cache_not_persisted=NOT_PERSISTED_PROCESS_INDEX, process_index=1))
+            sixth, read = _checked(ledger.engine, monkeypatch)
+            assert read == 1 and sixth == fifth == _from_nothing(ledger.engine)
+
+
+never_records = st.builds(
+    rec,
+    model_type=st.just("knn"),
+    cache_state=st.sampled_from(["cold", "cold", "none"]),
+    cache_dir=st.sampled_from(["", "/c1", "/c2"]),
+    jax_version=st.sampled_from(["0.10.2", "0.10.3"]),
+    timestamp=st.sampled_from(["2026-07-01T10:00:00", "2026-07-02T10:00:00", "2026-07-03T10:00:00"]),
+    run_id=st.sampled_from([None, "r1", "r2", "r3"]),
+    cache_files_before=st.sampled_from([None, 0, 3]),
+    cache_files_after=st.sampled_from([None, 3]),
+    cache_min_compile_time_s=st.sampled_from([None, 1.0]),
+    compile_s=st.sampled_from([0.5, 2.0]),
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", BACKENDS)
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=st.lists(st.lists(never_records, min_size=1, max_size=4), min_size=2, max_size=5))
+def test_never_warm_cells_carried_check_after_check_say_what_every_row_says(backend, batches, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("never")
+    with fresh(backend) as db:
+        for batch in batches:
+            add(db, tmp, *batch)
+            with open_ledger(str(db), "write") as ledger:
+                result = run_check(ledger.engine)
+                with ledger.engine.connect() as conn:
+                    said = _said(stored_findings(conn, result.run_id))
+                assert said == _from_nothing(ledger.engine)
