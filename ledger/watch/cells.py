@@ -37,7 +37,7 @@ _ID_PAD = 10**12  # ids as fixed-width text, so "timestamp|id" sorts as (timesta
 # only where the fold was not reset since; so a ledger last checked by a build whose passes
 # judged otherwise (or kept other cells) is folded anew, and none of its findings taken over.
 # Bump the version with any change to what a cache pass finds.
-CACHE_PASSES_VERSION = 4
+CACHE_PASSES_VERSION = 5  # 5: a streak's pair read as whole rows; never-warm streaks keep their state
 _FIELDS = json.dumps({"cache_cell": CACHE_CELL, "passes": CACHE_PASSES_VERSION})
 
 
