@@ -207,3 +207,25 @@ def built_once(tmp_path_factory, name: str, build) -> Path:
             build(folder)
             done.touch()
     return folder
+
+
+# -- a check's findings, facts and all ------------------------------------------------------
+
+def said_with_facts(found: list[dict]) -> list[tuple]:
+    """A check's stored findings as it says them, with their facts (a carried state too)."""
+    return [(f["verdict"], f["row_id"], f["cause"], f["fails"], f["compile_s"], json.dumps(f["facts"], sort_keys=True))
+            for f in found]
+
+
+def said_from_nothing(engine) -> list[tuple]:
+    """said_with_facts of the same check with nothing taken from an earlier run (the cells
+    folded anew, every row judged), rolled back."""
+    import sqlalchemy as sa
+
+    from ledger.watch.check import judge, stored_findings
+
+    with engine.connect() as conn, conn.begin() as txn:
+        conn.execute(sa.text("UPDATE cache_cells_state SET upto = 0"))
+        said = said_with_facts(stored_findings(conn, judge(conn, rejudge=True).run_id))
+        txn.rollback()
+    return said

@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 from ledger.record import NOT_PERSISTED_COMPILE_TIME, NOT_PERSISTED_PROCESS_INDEX
 from ledger.storage.open import open_ledger
 from ledger.watch import findings, streaks
-from ledger.watch.check import judge, run_check, stored_findings
+from ledger.watch.check import run_check, stored_findings
 
 from .conftest import examples
+from .helpers import said_from_nothing, said_with_facts
 from .ledgers import add, rec
 from .writes import BACKENDS, fresh
 
@@ -73,24 +74,6 @@ NEVER = {"cache_state": "cold", "model_type": "knn", "cache_files_before": 3, "c
          "cache_min_compile_time_s": 1.0, "compile_s": 0.5}
 
 
-def _said(found: list[dict]) -> list[tuple]:
-    """A check's findings as it says them, with their stored facts (the streak's state too)."""
-    return [(f["verdict"], f["row_id"], f["cause"], f["fails"], f["compile_s"], json.dumps(f["facts"], sort_keys=True))
-            for f in found]
-
-
-def _from_nothing(engine) -> list[tuple]:
-    """The same check with nothing taken from an earlier run (the cells folded anew), rolled back."""
-    import sqlalchemy as sa
-
-    with engine.connect() as conn, conn.begin() as txn:
-        conn.execute(sa.text("UPDATE cache_cells_state SET upto = 0"))
-        run = judge(conn, rejudge=True).run_id
-        said = _said(stored_findings(conn, run))
-        txn.rollback()
-    return said
-
-
 def _checked(engine, monkeypatch) -> tuple[list[tuple], int]:
     """A check's findings, and how many rows its cache passes read of the lineages it judged."""
     read = []
@@ -105,7 +88,7 @@ def _checked(engine, monkeypatch) -> tuple[list[tuple], int]:
         m.setattr(findings, "_rows_by_cell", counted)
         result = run_check(engine)
     with engine.connect() as conn:
-        return _said(stored_findings(conn, result.run_id)), sum(read)
+        return said_with_facts(stored_findings(conn, result.run_id)), sum(read)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -119,30 +102,30 @@ def test_a_never_warm_cell_is_judged_from_its_kept_state_and_the_rows_since(back
                 "6 cold runs in /tmp/jax-cache, never warm: the entries were never written, by design: every"
                 " compile (0.5 s) was under jax_persistent_cache_min_compile_time_secs 1, so there is nothing"
                 " to reuse"), False)]
-            assert read == 6 and first == _from_nothing(ledger.engine)
+            assert read == 6 and first == said_from_nothing(ledger.engine)
             # a new run: only its row is read, and the finding is the one every row gives
             (new,) = add(db, tmp_path, rec(**(NEVER | {"compile_s": 0.75}), run_id="r6", timestamp=next(days)))
             second, read = _checked(ledger.engine, monkeypatch)
-            assert read == 1 and second == _from_nothing(ledger.engine)
+            assert read == 1 and second == said_from_nothing(ledger.engine)
             assert [(f[1], f[2].split(":")[0], f[4]) for f in second] == [(new, "7 cold runs in /tmp/jax-cache, never warm", 0.75)]
             # the same run goes on: still seven runs, costing that run both rows
             (more,) = add(db, tmp_path, rec(**(NEVER | {"compile_s": 0.25}), run_id="r6", timestamp=next(days)))
             third, read = _checked(ledger.engine, monkeypatch)
-            assert read == 1 and third == _from_nothing(ledger.engine)
+            assert read == 1 and third == said_from_nothing(ledger.engine)
             assert [(f[1], f[2].split(":")[0]) for f in third] == [(more, "7 cold runs in /tmp/jax-cache, never warm")]
             assert json.loads(third[0][5])["cost_s"] == 1.0
             # rows that the state cannot take: older than its newest, and an older run the newest again
             add(db, tmp_path, rec(**NEVER, run_id="r9", timestamp="2026-07-01T09:00:00"))
             fourth, read = _checked(ledger.engine, monkeypatch)
-            assert read == 10 and fourth == _from_nothing(ledger.engine)
+            assert read == 10 and fourth == said_from_nothing(ledger.engine)
             add(db, tmp_path, rec(**NEVER, run_id="r2", timestamp=next(days)))
             fifth, read = _checked(ledger.engine, monkeypatch)
-            assert read == 11 and fifth == _from_nothing(ledger.engine)
+            assert read == 11 and fifth == said_from_nothing(ledger.engine)
             # a row another process left unwritten is the cache's health, not the cell's: nothing read again
             add(db, tmp_path, rec(**NEVER, run_id="r10", timestamp=next(days),
                                   cache_not_persisted=NOT_PERSISTED_PROCESS_INDEX, process_index=1))
             sixth, read = _checked(ledger.engine, monkeypatch)
-            assert read == 1 and sixth == fifth == _from_nothing(ledger.engine)
+            assert read == 1 and sixth == fifth == said_from_nothing(ledger.engine)
 
 
 never_records = st.builds(
@@ -172,5 +155,5 @@ def test_never_warm_cells_carried_check_after_check_say_what_every_row_says(back
             with open_ledger(str(db), "write") as ledger:
                 result = run_check(ledger.engine)
                 with ledger.engine.connect() as conn:
-                    said = _said(stored_findings(conn, result.run_id))
-                assert said == _from_nothing(ledger.engine)
+                    said = said_with_facts(stored_findings(conn, result.run_id))
+                assert said == said_from_nothing(ledger.engine)

@@ -148,9 +148,9 @@ def stored_findings(conn, run_id: int) -> list[dict]:
     return found
 
 
-# a finding's own facts, and a never-warm streak's state (streaks.py), which is the next
-# check's to read, not the finding's to show
-_FACT_KEYS = ("cause", "fails", "versus", "program", "run", "cost_s", "streak")
+# a finding's own facts, and a never-warm streak's or an entry's churn state (streaks.py,
+# churn.py), which is the next check's to read, not the finding's to show
+_FACT_KEYS = ("cause", "fails", "versus", "program", "run", "cost_s", "streak", "churn")
 
 
 def run_check(engine, *, tolerance: float = TOLERANCE, filters: dict | None = None,

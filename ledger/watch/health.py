@@ -16,11 +16,12 @@
   input signature more than once (ledger/watch/recompiled.py); does not fail.
 - evicted: an entry (host, cache dir, key) warm and then cold again with its key
   unchanged, more than once, while jax_compilation_cache_max_size was in force (JAX's LRU
-  eviction), with no `ledger cache prune` of it in between: churn. Fails.
+  eviction), with no `ledger cache prune` of it in between: churn. Fails. (churn.py)
 
 A daily check reads only what arrived since the previous one (the runs and keys of the
 new rows, through the indexes of revision 0014) and keeps that run's health findings
-for the programs and entries with nothing new.
+for the programs and entries with nothing new; an entry with new rows has them added to
+the churn it counted before (churn.since), where it can.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ from ledger.filters import filter_sql
 from ledger.record import COLD, NOT_PERSISTED_COMPILE_TIME, NOT_PERSISTED_PROCESS_INDEX, WARM
 from ledger.rows import ok_sql, oldest_first, time_sql
 from ledger.storage.in_lists import rows_in
+from ledger.watch import churn
 from ledger.watch.causes import (
-    C_CHURN,
     C_COMPONENTS,
     C_NOT_SHARED,
     C_OTHER_KEYS,
@@ -44,7 +45,6 @@ from ledger.watch.causes import (
     compared,
     fetch_rows,
     max_size,
-    pruned_between,
     prunes_of,
 )
 from ledger.watch.judge import Finding, program_of
@@ -73,9 +73,9 @@ def health_findings(conn, filters: dict | None, below_s: float, kept: Kept | Non
     """Every health finding, oldest row first."""
     where, params = filter_sql(filters, "r")
     if kept is None:
-        runs, keys, carried = _every_run(conn, where, params), _churn_keys(conn, where, params, 0), []
+        runs, keys, carried, redo = _every_run(conn, where, params), _churn_keys(conn, where, params, 0), [], {}
     else:
-        runs, keys, carried = _since(conn, where, params, kept)
+        runs, keys, carried, redo = _since(conn, where, params, kept)
     found = list(carried)
     by_run = _rows_by(conn, "run_id", runs, where, params)
     unwritten = {r["cache_key"] for rows in by_run.values() for r in _unwritten(rows)}
@@ -83,8 +83,16 @@ def health_findings(conn, filters: dict | None, below_s: float, kept: Kept | Non
     for rows in by_run.values():
         found += _not_written(rows, by_key) + _below_threshold(rows, below_s) + recompiled(rows)
     pruned = prunes_of(conn, keys)
-    for rows in _rows_by(conn, "cache_key", keys, where, params).values():
-        found += _evicted(rows, pruned)
+    # an entry with churn counted before: its rows since, added to its kept count (churn.py)
+    whole = set(keys)
+    new = _rows_by(conn, "cache_key", set(redo), where, params, above=kept.upto) if redo else {}
+    for key, before in redo.items():
+        counted = churn.since(before, new.get(key, []), pruned)
+        if counted is not None:
+            found += counted
+            whole.discard(key)
+    for rows in _rows_by(conn, "cache_key", whole, where, params).values():
+        found += churn.evicted(rows, pruned)
     return sorted(found, key=lambda f: f.row_id)
 
 
@@ -123,9 +131,10 @@ def _churn_keys(conn, where: str, params: dict, above: int) -> set[str]:
     return {key for key, settings in rows if max_size(settings) is not None}
 
 
-def _since(conn, where: str, params: dict, kept: Kept) -> tuple[set[str], set[str], list[Finding]]:
-    """The newest run of each program with new rows, the churn keys of the new rows, and
-    the previous run's health findings of programs and keys with nothing new."""
+def _since(conn, where: str, params: dict, kept: Kept) -> tuple[set[str], set[str], list[Finding], dict]:
+    """The newest run of each program with new rows, the churn keys of the new rows, the
+    previous run's health findings of programs and keys with nothing new, and its evicted
+    findings of keys with new rows, by key."""
     sql = (f"SELECT DISTINCT {PROGRAM_SQL} AS program, r.run_id, r.cache_key FROM compile_records r"
            f" WHERE r.id > :above{where}")
     new = list(conn.execute(sa.text(sql), params | {"above": kept.upto}).mappings())
@@ -134,14 +143,15 @@ def _since(conn, where: str, params: dict, kept: Kept) -> tuple[set[str], set[st
     runs = _every_run(conn, where, params, {r["run_id"] for r in new if r["run_id"] is not None})
     keys = _churn_keys(conn, where, params, kept.upto)
     earlier = _earlier(conn, kept.run_id)
-    carried = []
+    carried, redo = [], {}
     for f, row in earlier:
         touched = row["cache_key"] in touched_keys if f.verdict == EVICTED else row["program"] in programs
         if not touched:
             carried.append(f)
         elif f.verdict == EVICTED:
             keys.add(row["cache_key"])  # an entry with new rows: its churn counted again
-    return runs, keys, carried
+            redo.setdefault(row["cache_key"], []).append(f)
+    return runs, keys, carried, redo
 
 
 def _earlier(conn, run_id: int) -> list[tuple[Finding, dict]]:
@@ -154,12 +164,12 @@ def _earlier(conn, run_id: int) -> list[tuple[Finding, dict]]:
             for r in conn.execute(sa.text(sql), {"run": run_id}).mappings() if r["facts"]]
 
 
-def _rows_by(conn, column: str, values: set[str], where: str, params: dict) -> dict[str, list[dict]]:
-    """The ok rows whose `column` is one of `values`, by value, oldest first."""
+def _rows_by(conn, column: str, values: set[str], where: str, params: dict, above: int = 0) -> dict[str, list[dict]]:
+    """The ok rows above row `above` whose `column` is one of `values`, by value, oldest first."""
     out: dict[str, list[dict]] = {}
     cols = ", ".join(f"r.{c}" for c in _COLUMNS)
-    sql = (f"SELECT {cols} FROM compile_records r WHERE r.{column} IN :among AND {ok_sql('r')}{where}"
-           f" ORDER BY {oldest_first('r')}")
+    sql = (f"SELECT {cols} FROM compile_records r WHERE r.{column} IN :among AND r.id > {int(above)}"
+           f" AND {ok_sql('r')}{where} ORDER BY {oldest_first('r')}")
     for r in rows_in(conn, sql, "among", sorted(values), params):
         out.setdefault(r[column], []).append(dict(r))
     return out
@@ -227,30 +237,6 @@ def _below_threshold(rows: list[dict], below_s: float) -> list[Finding]:
     cause = Cause(C_RUN_UNDER_THRESHOLD, {"n": len(under), "seconds": total, "limits": limits, "run": last["run_id"],
                                           "compiles": compiled, "written": written})
     return [Finding(BELOW_THRESHOLD, last["id"], cause, False, None, program_of(last), last["run_id"], total)]
-
-
-def _evicted(rows: list[dict], pruned: dict) -> list[Finding]:
-    """One key's rows: per host and cache dir, each warm row followed by a cold one under a
-    size limit (no prune between) is an eviction; two or more are churn."""
-    out = []
-    by_entry: dict[tuple, list[dict]] = {}
-    for r in rows:
-        if r["cache_dir"] and r["cache_state"] in (WARM, COLD):
-            by_entry.setdefault((r["hostname"], r["cache_dir"]), []).append(r)
-    for (host, cache_dir), entry_rows in by_entry.items():
-        prunes, last_warm, evictions = pruned.get(entry_rows[0]["cache_key"], []), None, []
-        for r in entry_rows:
-            limit = max_size(r["jax_cache_settings"])
-            if r["cache_state"] == COLD and last_warm is not None and limit is not None and pruned_between(
-                    prunes, cache_dir, last_warm["timestamp"], r["timestamp"]) is None:
-                evictions.append((r, last_warm, limit))
-            last_warm = r if r["cache_state"] == WARM else None
-        if len(evictions) >= 2:
-            r, w, limit = evictions[-1]
-            cause = Cause(C_CHURN, {"key": r["cache_key"], "dir": cache_dir, "host": host, "times": len(evictions),
-                                    "warm_row": w["id"], "limit": limit})
-            out.append(Finding(EVICTED, r["id"], cause, True, w["id"], program_of(r), r["run_id"], r["compile_s"]))
-    return out
 
 
 def since_filter(conn, found: list[Finding], since: str | None) -> list[Finding]:
