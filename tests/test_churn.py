@@ -46,6 +46,7 @@ def _facts(found) -> list[str]:
                               f.cost_s, f.extra], sort_keys=True) for f in found)
 
 
+@pytest.mark.slow  # a property test
 @settings(max_examples=examples(300))
 @given(rows=entry_rows, cut=st.integers(0, 14))
 def test_a_count_folded_from_the_rows_since_is_the_count_of_every_row(rows, cut):
@@ -97,6 +98,7 @@ def _checked(engine, monkeypatch) -> tuple[list[tuple], int]:
         return said_with_facts(stored_findings(conn, result.run_id)), sum(read)
 
 
+@pytest.mark.slow  # an import and a check, again and again
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_churn_is_counted_on_from_the_rows_since_and_a_prune_has_the_key_read_whole(backend, tmp_path, monkeypatch):
     with fresh(backend) as db:

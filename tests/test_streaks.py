@@ -42,6 +42,7 @@ def _ordered(rows: list[dict]) -> list[dict]:
     return sorted(rows, key=lambda r: (r["timestamp"] or "", r["id"]))
 
 
+@pytest.mark.slow  # a property test
 @settings(max_examples=examples(300))
 @given(rows=cold_rows, cut=st.integers(0, 12))
 def test_a_state_folded_from_the_rows_since_is_the_state_of_every_row(rows, cut):
@@ -91,6 +92,7 @@ def _checked(engine, monkeypatch) -> tuple[list[tuple], int]:
         return said_with_facts(stored_findings(conn, result.run_id)), sum(read)
 
 
+@pytest.mark.slow  # an import and a check, again and again
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_never_warm_cell_is_judged_from_its_kept_state_and_the_rows_since(backend, tmp_path, monkeypatch):
     days = iter(f"2026-07-{d:02d}T10:00:00" for d in range(1, 29))
