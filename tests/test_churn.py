@@ -142,7 +142,7 @@ limited = st.builds(
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
-@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(10), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(batches=st.lists(st.lists(limited, min_size=1, max_size=5), min_size=2, max_size=5))
 def test_churn_carried_check_after_check_says_what_every_row_says(backend, batches, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("churn")

@@ -147,7 +147,7 @@ never_records = st.builds(
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
-@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(10), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(batches=st.lists(st.lists(never_records, min_size=1, max_size=4), min_size=2, max_size=5))
 def test_never_warm_cells_carried_check_after_check_say_what_every_row_says(backend, batches, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("never")
