@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from ledger import command
 from ledger.record import COLD, NONE
 from ledger.storage.open import open_ledger
+from ledger.watch.check import shown_facts
 from ledger.watch.findings import LINEAGE, lineage_key, rows_of_lineage
 from ledger.watch.grouped import _key
 from ledger.watch.judge import Evidence, judge
@@ -67,7 +68,7 @@ def _explained(db, row_id: int) -> dict | None:
     if found is None:
         return None
     return {"verdict": found.verdict, "row_id": found.row_id, "cause": found.text, "fails": found.fails,
-            "facts": json.loads(json.dumps(found.facts(), default=str))}
+            "facts": shown_facts(json.loads(json.dumps(found.facts(), default=str)))}
 
 
 def _newest_cold_after_warm(db) -> set[int]:

@@ -16,7 +16,7 @@ from ledger.storage.open import open_ledger
 from ledger.watch import findings, streaks
 from ledger.watch.check import run_check, stored_findings
 
-from .conftest import examples
+from .conftest import examples, run_cli
 from .helpers import said_from_nothing, said_with_facts
 from .ledgers import add, rec
 from .writes import BACKENDS, fresh
@@ -128,6 +128,10 @@ def test_a_never_warm_cell_is_judged_from_its_kept_state_and_the_rows_since(back
                                   cache_not_persisted=NOT_PERSISTED_PROCESS_INDEX, process_index=1))
             sixth, read = _checked(ledger.engine, monkeypatch)
             assert read == 1 and sixth == fifth == said_from_nothing(ledger.engine)
+        # the state is the next check's: stored with the finding, not shown by --json
+        assert "streak" in json.loads(sixth[0][5])
+        shown = json.loads(run_cli("check", "--json", "--db", db).output)["findings"]
+        assert [sorted(f["facts"]) for f in shown] == [["cause", "cost_s", "fails", "program", "run", "versus"]]
 
 
 never_records = st.builds(

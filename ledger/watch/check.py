@@ -116,7 +116,8 @@ class CheckResult:
                            "exit_code": self.exit_code,
                            "counts": {v: self.counts.get(v, 0) for v in KINDS},
                            "unchanged_since": self.earlier,
-                           "groups": [g.as_json() for g in grouped.groups(self.findings)], "findings": self.findings},
+                           "groups": [g.as_json() for g in grouped.groups(self.findings)],
+                           "findings": [_shown(f) for f in self.findings]},
                           indent=1, default=str) + "\n"
 
     def lines(self, verbose: bool = False) -> list[str]:
@@ -148,9 +149,20 @@ def stored_findings(conn, run_id: int) -> list[dict]:
     return found
 
 
-# a finding's own facts, and a never-warm streak's or an entry's churn state (streaks.py,
-# churn.py), which is the next check's to read, not the finding's to show
-_FACT_KEYS = ("cause", "fails", "versus", "program", "run", "cost_s", "streak", "churn")
+# the state a finding keeps for the next check (streaks.py, churn.py): the next check's to
+# read, not the finding's to show (nor in --json, whose facts are the finding's)
+_STATE_KEYS = ("streak", "churn")
+_FACT_KEYS = ("cause", "fails", "versus", "program", "run", "cost_s", *_STATE_KEYS)
+
+
+def shown_facts(facts: dict) -> dict:
+    """A finding's facts as --json gives them: without the state kept for the next check."""
+    return {k: v for k, v in facts.items() if k not in _STATE_KEYS}
+
+
+def _shown(finding: dict) -> dict:
+    facts = finding.get("facts")
+    return finding | {"facts": shown_facts(facts)} if facts and any(k in facts for k in _STATE_KEYS) else finding
 
 
 def run_check(engine, *, tolerance: float = TOLERANCE, filters: dict | None = None,
