@@ -141,6 +141,7 @@ values = st.one_of(st.none(), st.integers(), st.floats(), st.booleans(), st.bina
                    st.sampled_from(["", " ", ",", '"', "\n", "\r", "a,b", '""']))
 
 
+@pytest.mark.slow  # a property test (on a fresh clone hypothesis first builds its Unicode tables: 1.6 s)
 @settings(max_examples=examples(100))
 @given(rows=st.lists(st.lists(values, min_size=1, max_size=3), max_size=4))
 def test_csv_is_what_csv_writer_writes_with_each_blob_as_its_hex(rows):

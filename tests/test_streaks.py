@@ -24,7 +24,8 @@ from .writes import BACKENDS, fresh
 # -- the state ---------------------------------------------------------------------------------
 
 cold_rows = st.lists(st.fixed_dictionaries({
-    "timestamp": st.sampled_from([None, "2026-07-01T10:00:00", "2026-07-02T10:00:00"]),
+    # a time that is another's prefix sorts before it (rows.oldest_first)
+    "timestamp": st.sampled_from([None, "2026-07-01T10:00:00", "2026-07-01T10:00:00+00:00", "2026-07-02T10:00:00"]),
     "cache_dir": st.sampled_from(["/c1", "/c2", "/c3"]),
     "run_id": st.sampled_from([None, "r1", "r2", "r3"]),
     "phase": st.sampled_from([None, "cold"]),
@@ -134,13 +135,29 @@ def test_a_never_warm_cell_is_judged_from_its_kept_state_and_the_rows_since(back
         assert [sorted(f["facts"]) for f in shown] == [["cause", "cost_s", "fails", "program", "run", "versus"]]
 
 
+@pytest.mark.slow  # an import and a check, again and again
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_new_row_whose_time_is_a_prefix_of_the_newest_is_read_before_it(backend, tmp_path, monkeypatch):
+    """"10:00:00" sorts before "10:00:00+00:00" (rows.oldest_first), though its id is larger:
+    the state cannot take it, and the streak is read whole."""
+    with fresh(backend) as db:
+        add(db, tmp_path, *(rec(**NEVER, run_id=f"r{i}", timestamp="2026-07-01T10:00:00+00:00") for i in range(2)))
+        with open_ledger(str(db), "write") as ledger:
+            first, _ = _checked(ledger.engine, monkeypatch)
+            add(db, tmp_path, rec(**NEVER, run_id="r2", timestamp="2026-07-01T10:00:00"))
+            second, read = _checked(ledger.engine, monkeypatch)
+            assert read == 1 + 3 and second == said_from_nothing(ledger.engine)
+            assert [f[1] for f in second] == [f[1] for f in first]  # the newest row is still the same
+
+
 never_records = st.builds(
     rec,
     model_type=st.just("knn"),
     cache_state=st.sampled_from(["cold", "cold", "none"]),
     cache_dir=st.sampled_from(["", "/c1", "/c2"]),
     jax_version=st.sampled_from(["0.10.2", "0.10.3"]),
-    timestamp=st.sampled_from(["2026-07-01T10:00:00", "2026-07-02T10:00:00", "2026-07-03T10:00:00"]),
+    timestamp=st.sampled_from(["2026-07-01T10:00:00", "2026-07-01T10:00:00+00:00", "2026-07-02T10:00:00",
+                               "2026-07-03T10:00:00"]),
     run_id=st.sampled_from([None, "r1", "r2", "r3"]),
     cache_files_before=st.sampled_from([None, 0, 3]),
     cache_files_after=st.sampled_from([None, 3]),

@@ -19,7 +19,7 @@ from ledger.record import COLD, WARM
 from ledger.watch.causes import C_CHURN, Cause, max_size, pruned_between
 from ledger.watch.judge import Finding, program_of
 from ledger.watch.kinds import EVICTED
-from ledger.watch.streaks import stamp
+from ledger.watch.streaks import place
 
 
 def _entries(rows: list[dict]) -> dict[tuple, list[dict]]:
@@ -32,7 +32,7 @@ def _entries(rows: list[dict]) -> dict[tuple, list[dict]]:
 
 
 def _empty(key: str, host: str, cache_dir: str) -> dict:
-    return {"key": key, "host": host, "dir": cache_dir, "times": 0, "last": None, "warm": None, "newest": ""}
+    return {"key": key, "host": host, "dir": cache_dir, "times": 0, "last": None, "warm": None, "newest": None}
 
 
 def fold(state: dict, rows: list[dict], prunes: list[dict]) -> dict:
@@ -48,7 +48,7 @@ def fold(state: dict, rows: list[dict], prunes: list[dict]) -> dict:
             s["last"] = {"row": r["id"], "warm_row": warm["id"], "limit": limit, "program": program_of(r),
                          "run": r["run_id"], "compile_s": r["compile_s"]}
         s["warm"] = {"id": r["id"], "timestamp": r["timestamp"]} if r["cache_state"] == WARM else None
-        s["newest"] = stamp(r)
+        s["newest"] = place(r)
     return s
 
 
@@ -86,7 +86,7 @@ def since(before: list[Finding], rows: list[dict], pruned: dict[str, list[dict]]
     out = []
     for entry, f in states.items():
         state, entry_rows = f.extra["churn"], new.get(entry, [])
-        if entry_rows and stamp(entry_rows[0]) <= state["newest"]:
+        if entry_rows and state["newest"] is not None and place(entry_rows[0]) <= state["newest"]:
             return None
         out.append(finding(fold(state, entry_rows, [])) if entry_rows else f)
     return out

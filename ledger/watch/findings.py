@@ -181,7 +181,7 @@ def _never_warm(conn, kept: Earlier | None, never: dict[tuple, dict[int, str]], 
             if before is not None and not rows:  # its rows as they were: its finding made again from its state
                 row = {"id": before.row_id, "run_id": before.run, "command": before.program}
                 found.append(streak_finding(before.extra["streak"], ev, row))
-            elif before is not None and streaks.stamp(rows[0]) > before.extra["streak"]["newest"]:
+            elif before is not None and streaks.place(rows[0]) > before.extra["streak"]["newest"]:
                 pending[lineage, jax] = (before.extra["streak"], rows)
             else:
                 whole.setdefault(lineage, []).extend(c for c, j in never[lineage].items() if j == jax)

@@ -18,12 +18,13 @@ import copy
 
 from ledger.watch.causes import run_of, unwritten_by
 
-_ID_PAD = 10**12  # as cells.stamp_sql: "timestamp|id" sorts as (timestamp, id)
 
-
-def stamp(row: dict) -> str:
-    """A row's place in the rows' order (rows.oldest_first), as the text cells.stamp_sql makes."""
-    return f"{row.get('timestamp') or ''}|{_ID_PAD + row['id']}"
+def place(row: dict) -> list:
+    """A row's place in the order the rows are read in (rows.oldest_first: its time, NULL
+    the oldest, then its id), as a JSON-able value that compares as that order does. Not
+    cells.stamp_sql's "time|id" text: a time that is another's prefix ("...10:00:00" and
+    "...10:00:00+00:00") sorts first in the ORDER BY but last in that text."""
+    return [row.get("timestamp") or "", row["id"]]
 
 
 def run_key(row: dict) -> tuple:
@@ -33,7 +34,7 @@ def run_key(row: dict) -> tuple:
 
 
 def empty(jax: str) -> dict:
-    return {"jax": jax, "newest": "", "newest_id": None, "last_two": [], "runs": 0, "unwritten": True,
+    return {"jax": jax, "newest": None, "newest_id": None, "last_two": [], "runs": 0, "unwritten": True,
             "settings": [], "limits": [], "min_s": None, "max_s": None, "dirs": [], "last_in_dir": {},
             "pair": None, "last_run": None, "last_run_s": None}
 
@@ -78,7 +79,7 @@ def fold(state: dict, rows: list[dict], seen: set[tuple]) -> dict | None:
             s["pair"] = [before[0], r["id"]]
         s["last_in_dir"][where] = [r["id"], list(key)]
         s["last_two"] = [*s["last_two"], r["id"]][-2:]
-        s["newest"], s["newest_id"] = stamp(r), r["id"]
+        s["newest"], s["newest_id"] = place(r), r["id"]
     if rows:
         newest = run_key(rows[-1])
         if newest in earlier and newest != last:
