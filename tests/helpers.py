@@ -229,3 +229,22 @@ def said_from_nothing(engine) -> list[tuple]:
         said = said_with_facts(stored_findings(conn, judge(conn, rejudge=True).run_id))
         txn.rollback()
     return said
+
+
+def checked_counting(engine, monkeypatch, module, name: str, count) -> tuple[list[tuple], int]:
+    """A check's findings (said_with_facts), and the rows `module.name` read in it, as
+    `count(args, what it returned)` counts them."""
+    from ledger.watch.check import run_check, stored_findings
+
+    read, real = [], getattr(module, name)
+
+    def counted(*args, **kw):
+        out = real(*args, **kw)
+        read.append(count(args, out))
+        return out
+
+    with monkeypatch.context() as m:
+        m.setattr(module, name, counted)
+        result = run_check(engine)
+    with engine.connect() as conn:
+        return said_with_facts(stored_findings(conn, result.run_id)), sum(read)

@@ -14,12 +14,11 @@ from hypothesis import strategies as st
 from ledger.storage.models import cache_prunes
 from ledger.storage.open import open_ledger
 from ledger.watch import churn, health
-from ledger.watch.check import run_check, stored_findings
 
 from .conftest import examples
-from .helpers import said_from_nothing, said_with_facts
+from .helpers import checked_counting, said_from_nothing
 from .ledgers import _insert, add, rec
-from .writes import BACKENDS, fresh
+from .writes import BACKENDS, each_check_says_what_every_row_says, fresh
 
 LIMIT = json.dumps({"jax_compilation_cache_max_size": 65536})
 NO_LIMIT = json.dumps({"jax_compilation_cache_max_size": -1})
@@ -83,19 +82,8 @@ def _entry(states: str, start: int) -> list[dict]:
 
 def _checked(engine, monkeypatch) -> tuple[list[tuple], int]:
     """A check's findings, and how many rows its health passes read by key."""
-    read = []
-    real = health._rows_by
-
-    def counted(conn, column, *args, **kw):
-        out = real(conn, column, *args, **kw)
-        read.extend(len(rows) for rows in out.values()) if column == "cache_key" else None
-        return out
-
-    with monkeypatch.context() as m:
-        m.setattr(health, "_rows_by", counted)
-        result = run_check(engine)
-    with engine.connect() as conn:
-        return said_with_facts(stored_findings(conn, result.run_id)), sum(read)
+    return checked_counting(engine, monkeypatch, health, "_rows_by",
+                            lambda args, out: sum(map(len, out.values())) if args[1] == "cache_key" else 0)
 
 
 @pytest.mark.slow  # an import and a check, again and again
@@ -164,12 +152,4 @@ limited = st.builds(
 @settings(max_examples=examples(10), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(batches=st.lists(st.lists(limited, min_size=1, max_size=5), min_size=2, max_size=5))
 def test_churn_carried_check_after_check_says_what_every_row_says(backend, batches, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("churn")
-    with fresh(backend) as db:
-        for batch in batches:
-            add(db, tmp, *batch)
-            with open_ledger(str(db), "write") as ledger:
-                result = run_check(ledger.engine)
-                with ledger.engine.connect() as conn:
-                    said = said_with_facts(stored_findings(conn, result.run_id))
-                assert said == said_from_nothing(ledger.engine)
+    each_check_says_what_every_row_says(backend, batches, tmp_path_factory.mktemp("churn"))

@@ -14,12 +14,11 @@ from hypothesis import strategies as st
 from ledger.record import NOT_PERSISTED_COMPILE_TIME, NOT_PERSISTED_PROCESS_INDEX
 from ledger.storage.open import open_ledger
 from ledger.watch import findings, streaks
-from ledger.watch.check import run_check, stored_findings
 
 from .conftest import examples, run_cli
-from .helpers import said_from_nothing, said_with_facts
+from .helpers import checked_counting, said_from_nothing
 from .ledgers import add, rec
-from .writes import BACKENDS, fresh
+from .writes import BACKENDS, each_check_says_what_every_row_says, fresh
 
 # -- the state ---------------------------------------------------------------------------------
 
@@ -78,19 +77,8 @@ NEVER = {"cache_state": "cold", "model_type": "knn", "cache_files_before": 3, "c
 
 def _checked(engine, monkeypatch) -> tuple[list[tuple], int]:
     """A check's findings, and how many rows its cache passes read of the lineages it judged."""
-    read = []
-    real = findings._rows_by_cell
-
-    def counted(*args, **kw):
-        out = real(*args, **kw)
-        read.append(sum(len(rows) for rows in out.values()))
-        return out
-
-    with monkeypatch.context() as m:
-        m.setattr(findings, "_rows_by_cell", counted)
-        result = run_check(engine)
-    with engine.connect() as conn:
-        return said_with_facts(stored_findings(conn, result.run_id)), sum(read)
+    return checked_counting(engine, monkeypatch, findings, "_rows_by_cell",
+                            lambda args, out: sum(len(rows) for rows in out.values()))
 
 
 @pytest.mark.slow  # an import and a check, again and again
@@ -171,12 +159,4 @@ never_records = st.builds(
 @settings(max_examples=examples(10), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(batches=st.lists(st.lists(never_records, min_size=1, max_size=4), min_size=2, max_size=5))
 def test_never_warm_cells_carried_check_after_check_say_what_every_row_says(backend, batches, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("never")
-    with fresh(backend) as db:
-        for batch in batches:
-            add(db, tmp, *batch)
-            with open_ledger(str(db), "write") as ledger:
-                result = run_check(ledger.engine)
-                with ledger.engine.connect() as conn:
-                    said = said_with_facts(stored_findings(conn, result.run_id))
-                assert said == said_from_nothing(ledger.engine)
+    each_check_says_what_every_row_says(backend, batches, tmp_path_factory.mktemp("never"))

@@ -1,5 +1,5 @@
 """The writes the property tests of kept state replay (tests/test_cache_cells.py,
-tests/test_cell_ids.py): every writer of compile rows (import, a probe's row, merge) and a
+tests/test_cell_ids.py, and the carried states' tests/test_streaks.py, tests/test_churn.py): every writer of compile rows (import, a probe's row, merge) and a
 person's SQL (deletes, updates, inserts into old ids), on a fresh ledger of either backend."""
 
 from __future__ import annotations
@@ -91,3 +91,22 @@ def apply(op: tuple, db, engine, tmp: Path) -> None:
         gaps = sorted(set(range(1, ids[-1])) - set(ids))
         if gaps:
             _raw_insert(engine, args[0], gaps[0])
+
+
+def each_check_says_what_every_row_says(backend: str, batches: list[list[dict]], tmp: Path) -> None:
+    """Import each batch into a fresh ledger and check: every check's findings, facts and
+    all (what it carried from the check before included), equal those of a check that
+    reads every row."""
+    from ledger.storage.open import open_ledger
+    from ledger.watch.check import run_check, stored_findings
+
+    from .helpers import said_from_nothing, said_with_facts
+
+    with fresh(backend) as db:
+        for batch in batches:
+            add(db, tmp, *batch)
+            with open_ledger(str(db), "write") as ledger:
+                result = run_check(ledger.engine)
+                with ledger.engine.connect() as conn:
+                    said = said_with_facts(stored_findings(conn, result.run_id))
+                assert said == said_from_nothing(ledger.engine)
