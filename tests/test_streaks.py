@@ -66,7 +66,7 @@ def test_the_state_counts_runs_not_rows_and_costs_the_newest_run():
     state = streaks.of("0.10.2", rows)
     assert (state["runs"], state["last_run"], state["last_run_s"], state["dirs"], state["pair"]) == (
         2, ["run", "r2", None], 3.0, ["/c1", "/c2"], None)
-    assert (state["min_s"], state["max_s"], state["newest_id"], state["last_two"]) == (0.25, 2.0, 4, [3, 4])
+    assert (state["min_s"], state["max_s"], state["newest"]) == (0.25, 2.0, ["2026-07-02T10:00:00", 4])
 
 
 # -- the check that carries it -----------------------------------------------------------------

@@ -34,7 +34,7 @@ def run_key(row: dict) -> tuple:
 
 
 def empty(jax: str) -> dict:
-    return {"jax": jax, "newest": None, "newest_id": None, "last_two": [], "runs": 0, "unwritten": True,
+    return {"jax": jax, "newest": None, "runs": 0, "unwritten": True,
             "settings": [], "limits": [], "min_s": None, "max_s": None, "dirs": [], "last_in_dir": {},
             "pair": None, "last_run": None, "last_run_s": None}
 
@@ -55,7 +55,7 @@ def fold(state: dict, rows: list[dict], seen: set[tuple]) -> dict | None:
     last = tuple(s["last_run"]) if s["last_run"] is not None else None
     earlier = set(seen) | ({last} if last else set())
     counted, dirs = set(earlier), set(s["dirs"])
-    sums = {last: s["last_run_s"]} if last else {}  # a run's compile seconds (None: none known), as extra_runs
+    sums = {last: s["last_run_s"]} if last else {}  # a run's compile seconds (None: none known): the finding's cost
     for r in rows:
         key = run_key(r)
         if key not in counted:
@@ -78,8 +78,7 @@ def fold(state: dict, rows: list[dict], seen: set[tuple]) -> dict | None:
         if before is not None and tuple(before[1]) != key:  # the newest two of different runs in one dir
             s["pair"] = [before[0], r["id"]]
         s["last_in_dir"][where] = [r["id"], list(key)]
-        s["last_two"] = [*s["last_two"], r["id"]][-2:]
-        s["newest"], s["newest_id"] = place(r), r["id"]
+        s["newest"] = place(r)
     if rows:
         newest = run_key(rows[-1])
         if newest in earlier and newest != last:
