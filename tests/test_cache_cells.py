@@ -86,6 +86,21 @@ def test_a_cold_row_deleted_or_failed_afterwards_is_no_longer_a_went_cold(backen
         assert _check(db) == "check run 2 (tolerance 1.5x): 0 ok, 0 regression, 0 inconclusive, 0 went-cold\n"
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_time_that_is_another_s_prefix_sorts_before_it(backend, tmp_path):
+    """"10:00:00" sorts before "10:00:00+00:00" (rows.oldest_first), though its id is the
+    smaller: the cold row is the cell's newest, read from the warm row before it, and a
+    went-cold. A stamp that sorted the shorter time last ("time|id") took the warm row for
+    the newest and said nothing."""
+    with fresh(backend) as db:
+        add(db, tmp_path, rec(timestamp="2026-07-02T10:00:00"),
+            rec(cache_state="cold", compile_s=9.0, timestamp="2026-07-02T10:00:00+00:00"))
+        assert _check(db) == (
+            "went-cold     local_cpu/node1 jax 0.10.2 imaging/mge/hst jit (n_batch 1, batch_size 1), cache dir"
+            " /tmp/jax-cache: row 2 is cold: cause unknown (last warm row 1)\n"
+            "check run 1 (tolerance 1.5x): 0 ok, 0 regression, 0 inconclusive, 1 went-cold\n")
+
+
 def test_a_row_inserted_below_the_fold_is_folded(tmp_path):
     db = tmp_path / "ledger.db"
     add(db, tmp_path, rec(), rec(tag="gone", timestamp="2026-07-02T10:00:00"),

@@ -56,7 +56,8 @@ compile_records = sa.Table(
     # a run's rows and an entry's rows (revision 0014: the cache-health findings), only the
     # rows that have one (0019: a legacy row has neither, and cost both an entry)
     *(_partial(f"ix_compile_records_{c}", c, where=f"{c} IS NOT NULL") for c in ("run_id", "cache_key")),
-    sa.Index("ix_compile_records_cell_id", "cell_id"),
+    # a cell's rows from a time on, as a range (0021: ledger/watch/findings.py; "C" collation on PostgreSQL)
+    sa.Index("ix_compile_records_cell_time", "cell_id", "timestamp"),
     # each recorded program's newest row (0020: ledger/report/recorded.py), rows with a command only
     _partial("ix_compile_records_command", "command", "transform", where="command IS NOT NULL"),
 )

@@ -31,25 +31,35 @@ from ledger.storage import cell_ids, models
 from ledger.storage.cell_ids import CELL_COLUMNS
 from ledger.storage.models import cache_cells, cache_cells_state, compile_records
 
-_ID_PAD = 10**12  # ids as fixed-width text, so "timestamp|id" sorts as (timestamp, id)
+_ID_PAD = 10**12  # ids as fixed-width text, so "timestamp<SEP>id" sorts as (timestamp, id)
+# Below every character a time can hold: a time that is another's prefix ("...10:00:00" and
+# "...10:00:00+00:00") sorts first in its stamp, as it does in rows.oldest_first. ("|" sorted
+# it last: a cell's newest row could be the wrong one, and a lineage's read miss a row.)
+SEP = "\x01"
 # What the kept state was folded for: the cell's fields and the version of the cache passes.
 # A check carries the previous run's findings of a lineage with nothing new (findings.Earlier)
 # only where the fold was not reset since; so a ledger last checked by a build whose passes
 # judged otherwise (or kept other cells) is folded anew, and none of its findings taken over.
 # Bump the version with any change to what a cache pass finds.
-CACHE_PASSES_VERSION = 5  # 5: a streak's pair read as whole rows; never-warm streaks keep their state
+CACHE_PASSES_VERSION = 6  # 5: a streak's pair read as whole rows, never-warm streaks keep their state; 6: SEP
 _FIELDS = json.dumps({"cache_cell": CACHE_CELL, "passes": CACHE_PASSES_VERSION})
 
 
 def stamp_sql(dialect: str, alias: str = "") -> str:
-    """"timestamp|id" with the id at fixed width: its MAX is the newest row (rows.py's
+    """"timestamp<SEP>id" with the id at fixed width: its MAX is the newest row (rows.py's
     order, in one text). Compared byte by byte on every backend, as Python compares it."""
-    stamp = f"{time_sql(alias)} || '|' || CAST({_ID_PAD} + {alias + '.' if alias else ''}id AS TEXT)"
+    sep = "chr(1)" if dialect == "postgresql" else "char(1)"
+    stamp = f"{time_sql(alias)} || {sep} || CAST({_ID_PAD} + {alias + '.' if alias else ''}id AS TEXT)"
     return f"({stamp}) COLLATE \"C\"" if dialect == "postgresql" else stamp
 
 
 def row_id(stamp: str | None) -> int | None:
-    return None if stamp is None else int(stamp.rsplit("|", 1)[1]) - _ID_PAD
+    return None if stamp is None else int(stamp.rsplit(SEP, 1)[1]) - _ID_PAD
+
+
+def stamp_time(stamp: str) -> str:
+    """The time of a stamp (time_sql's: '' for a NULL timestamp)."""
+    return stamp.rsplit(SEP, 1)[0]
 
 
 @dataclass

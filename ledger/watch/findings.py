@@ -264,30 +264,48 @@ def _cells_of(conn, lineages: set[tuple]) -> dict[tuple, dict[int, str]]:
 
 def _rows_by_cell(conn, mine: dict[tuple, list[int]], starts: dict[tuple, str | None],
                   above: int = 0) -> dict[tuple, list[dict]]:
-    """lineage_rows for check, through the index on cell_id (revision 0018): the rows of
-    the cells (`mine`: _cells_of) of each lineage in `starts`, from its start (a stamp,
-    cells.stamp_sql; None: every row) and above row `above`, oldest first, a few hundred
-    cells a query."""
+    """lineage_rows for check, through the index on (cell_id, timestamp) (revisions 0018,
+    0021): the rows of the cells (`mine`: _cells_of) of each lineage in `starts`, from its
+    start (a stamp, cells.stamp_sql; None: every row) and above row `above`, oldest first,
+    a few hundred cells a query."""
     out: dict[tuple, list[dict]] = {k: [] for k in starts}
+    # a start at a NULL timestamp reads every row (a superset: the judge looks back no further than it needs)
+    starts = {k: s if s is None or cells.stamp_time(s) else None for k, s in starts.items()}
     mine = {lineage: ids for lineage, ids in mine.items() if lineage in starts}
     lineage_of = {cell: lineage for lineage, ids in mine.items() for cell in ids}
     cols = tuple(dict.fromkeys(("cell_id", *COLUMNS)))
-    stamp = cells.stamp_sql(conn.dialect.name, "r")
-    for chunk in _chunks(list(mine.items()), 500):  # a lineage's cells in one query, so its rows stay in order
-        # each cell and its start as a VALUES row joined through the index on cell_id (an OR of
-        # one IN per lineage made PostgreSQL scan every row); the ids are the cells table's own
-        # integers, the starts bound; plain tuples (a Row mapping per row cost a third)
-        values, params = [], {}
-        for i, (lineage, ids) in enumerate(chunk):
-            params[f"s{i}"] = starts[lineage]
-            values += [f"({int(c)}, CAST(:s{i} AS TEXT))" for c in ids]
-        sql = (f"SELECT {', '.join('r.' + c for c in cols)} FROM (VALUES {', '.join(values)}) v"
-               f" JOIN compile_records r ON r.cell_id = v.column1"
-               f" WHERE (v.column2 IS NULL OR {stamp} >= v.column2) AND r.id > {int(above)} AND {ok_sql('r')}"
-               f" AND r.cache_state IN ('{WARM}', '{COLD}', '{NONE}') ORDER BY {oldest_first('r')}")
-        for r in conn.execute(sa.text(sql), params):
-            out[lineage_of[r[0]]].append(dict(zip(cols, r)))
+    for bounded in (False, True):
+        part = [(lineage, ids) for lineage, ids in mine.items() if (starts[lineage] is not None) == bounded]
+        for chunk in _chunks(part, 500):  # a lineage's cells in one query, so its rows stay in order
+            for r in conn.execute(*_cells_sql(conn.dialect.name, chunk, starts, cols, above, bounded)):
+                out[lineage_of[r[0]]].append(dict(zip(cols, r)))
     return out
+
+
+def _cells_sql(dialect: str, chunk: list[tuple[tuple, list[int]]], starts: dict[tuple, str | None], cols: tuple,
+               above: int, bounded: bool) -> tuple:
+    """One query of _rows_by_cell: each cell (and its start, where `bounded`) a VALUES row
+    joined through the index (an OR of one IN per lineage made PostgreSQL scan every row);
+    the ids are the cells table's own integers, the starts bound. Where bounded, the
+    start's time bounds the index range (every row at or after a stamp is at or after its
+    time, cells.SEP) and the stamp itself the rows read from it."""
+    values, params = [], {}
+    for i, (lineage, ids) in enumerate(chunk):
+        if bounded:
+            params[f"s{i}"], params[f"t{i}"] = starts[lineage], cells.stamp_time(starts[lineage])
+            values += [f"({int(c)}, CAST(:s{i} AS TEXT), CAST(:t{i} AS TEXT))" for c in ids]
+        else:
+            values += [f"({int(c)})" for c in ids]
+    on = "r.cell_id = v.column1"
+    if bounded:
+        c = ' COLLATE "C"' if dialect == "postgresql" else ""  # as 0021 indexes it
+        on += f" AND r.timestamp{c} >= v.column3 AND {cells.stamp_sql(dialect, 'r')} >= v.column2"
+    above_sql = f"r.id > {int(above)} AND " if above else ""
+    sql = (f"SELECT {', '.join('r.' + c for c in cols)} FROM (VALUES {', '.join(values)}) v"
+           f" JOIN compile_records r ON {on}"
+           f" WHERE {above_sql}{ok_sql('r')}"
+           f" AND r.cache_state IN ('{WARM}', '{COLD}', '{NONE}') ORDER BY {oldest_first('r')}")
+    return sa.text(sql), params
 
 
 def _chunks(lineages: list[tuple[tuple, list[int]]], size: int):
