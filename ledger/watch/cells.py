@@ -208,16 +208,23 @@ def stored(conn) -> dict[str, tuple]:
     return {r.cell_key: tuple(r[1:]) for r in conn.execute(sa.select(cache_cells))}
 
 
-def groups(summaries: dict[str, tuple], filters: dict | None) -> list[Group]:
+def parsed(keys: list[str]) -> list[list]:
+    """The values of many cells' keys (cell_key's JSON text), in CACHE_CELL's order: one
+    parse of them all (one json.loads a key was a tenth of a daily check at 17,000 cells)."""
+    return json.loads(f"[{','.join(keys)}]")
+
+
+def groups(summaries: dict[str, tuple], filters: dict | None, values: dict[str, list] | None = None) -> list[Group]:
     """The cells as Groups, those matching the filters (column = value; a NULL matches
-    no filter, as in SQL)."""
+    no filter, as in SQL). `values`: each key's, where parsed already."""
     wanted = {k: v for k, v in (filters or {}).items() if v is not None}
+    values = values or dict(zip(summaries, parsed(list(summaries)), strict=True))
     out = []
     for key, (newest, last_warm, first_cold, n_cold) in summaries.items():
-        values = dict(zip(CACHE_CELL, json.loads(key), strict=True))
-        if all(values[k] == v for k, v in wanted.items()):
+        cell = dict(zip(CACHE_CELL, values[key], strict=True))
+        if all(cell[k] == v for k, v in wanted.items()):
             stamp, state = newest.rsplit("|", 1)
-            out.append(Group(values, stamp, state, last_warm, first_cold, n_cold))
+            out.append(Group(cell, stamp, state, last_warm, first_cold, n_cold))
     return out
 
 

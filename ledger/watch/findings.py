@@ -46,11 +46,29 @@ def lineage_key(values) -> tuple:
     return key_values(values, LINEAGE)
 
 
+_AT = [cells.CACHE_CELL.index(f) for f in LINEAGE]  # a lineage's fields in a cache cell's key
+
+
+def lineages_of(keys: list[str]) -> dict[str, tuple]:
+    """Each cache cell's lineage (lineage_key), from its key text (cells.cell_key)."""
+    return {k: tuple(v[i] for i in _AT) for k, v in zip(keys, cells.parsed(keys), strict=True)}
+
+
 def by_lineage(summaries: dict[str, tuple], filters: dict | None) -> dict[tuple, list[Group]]:
-    """Every cell's groups, by lineage, from the cache cells' summaries (cells.fold)."""
+    """The groups of each lineage a cell of which has a newest row that is not warm, from the
+    cache cells' summaries (cells.fold): no other lineage can hold a finding (may_find)."""
+    keys = list(summaries)
+    values = dict(zip(keys, cells.parsed(keys), strict=True))
+    of: dict[tuple, list[str]] = {}
+    for k, v in values.items():
+        of.setdefault(tuple(v[i] for i in _AT), []).append(k)
     out: dict[tuple, list[Group]] = {}
-    for g in cells.groups(summaries, filters):
-        out.setdefault(lineage_key(g.values), []).append(g)
+    for lineage, ks in of.items():
+        if all(summaries[k][0].endswith(f"|{WARM}") for k in ks):
+            continue
+        found = cells.groups({k: summaries[k] for k in ks}, filters, values)
+        if found:
+            out[lineage] = found
     return out
 
 
@@ -87,12 +105,7 @@ def earlier(conn, run_id: int, upto: int, new: dict[str, tuple]) -> Earlier:
             return Earlier(upto, {}, {"*"})  # a run before facts were kept: judge every lineage
         found.setdefault(lineage_key(r), []).append(Finding.from_facts(r["verdict"], r["row_id"],
                                                                         json.loads(r["facts"])))
-    # a cache cell's text is its cell's values and then its cache dir (record.CACHE_CELL)
-    touched = set()
-    for k in new:
-        values = dict(zip(cells.CACHE_CELL, json.loads(k), strict=True))
-        touched.add(lineage_key(values))
-    return Earlier(upto, found, touched)
+    return Earlier(upto, found, set(lineages_of(list(new)).values()))
 
 
 def _carried(kept: Earlier | None, lineage: tuple) -> list[Finding] | None:

@@ -21,9 +21,8 @@ from ledger.watch.causes import run_of, unwritten_by
 
 def place(row: dict) -> list:
     """A row's place in the order the rows are read in (rows.oldest_first: its time, NULL
-    the oldest, then its id), as a JSON-able value that compares as that order does. Not
-    cells.stamp_sql's "time|id" text: a time that is another's prefix ("...10:00:00" and
-    "...10:00:00+00:00") sorts first in the ORDER BY but last in that text."""
+    the oldest, then its id), as a JSON-able value that compares as that order does, a
+    time that is another's prefix ("...10:00:00" and "...10:00:00+00:00") first."""
     return [row.get("timestamp") or "", row["id"]]
 
 
