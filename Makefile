@@ -34,9 +34,15 @@ SOURCES := $(wildcard $(shell git ls-files --cached --others --exclude-standard 
 # The suite: the fast tier first (below), then every other case. The fast tier is run
 # only if it has not passed on these files since they last changed ($(FAST_PASSED)): after
 # `make test-fast`, as in CI, its cases are not run twice.
+# LEGS=elsewhere (.ci/run's): the cases the jax legs run beside the suite on the floor and
+# the newest jax (ci/jax_legs.cases) are left to them, not run a third time on this jax.
+LEGS ?= here
+LEGS_CASES := $(shell grep -v '^\#' ci/jax_legs.cases)
+NOT_LEGS := $(if $(filter elsewhere,$(LEGS)), and not ($(LEGS_CASES)),)
+
 test: $(FAST_PASSED)
 	$(BYTECODE)
-	$(BIN)/pytest -q $(XDIST) -m "not ($(FAST))"
+	$(BIN)/pytest -q $(XDIST) -m "not ($(FAST))$(NOT_LEGS)"
 
 # The developer's loop: every case that needs neither a JAX compile nor a server nor a
 # browser and takes under 0.3 s (the jax and slow markers), in under 30 s. Under it JAX has

@@ -4,7 +4,7 @@
 # Python 3.12). The main suite runs on one jax; these cover what reads JAX internals
 # (probes/jax_internals.py): the probe's evidence, the cache-key components, predict, the
 # recorder's truth, and the watch that reads them. Which tests those are, their marker
-# says (`jax_legs`, tests/conftest.py), not a list here.
+# says (`jax_legs`, tests/conftest.py; the expression is ci/jax_legs.cases), not a list here.
 #
 # Each leg is a throwaway venv under ${LEDGER_JAX_LEGS_DIR:-/tmp/ledger-jax-legs}
 # (outside the tree) with the project's wheel installed, built once from a copy of the
@@ -21,6 +21,7 @@ LEG="jax legs"
 source "$(dirname "$0")/legs_lib.sh"  # ROOT, die, outside_tree, pyenv_python, leg_wheel
 DIR=$(outside_tree LEDGER_JAX_LEGS_DIR "${LEDGER_JAX_LEGS_DIR:-/tmp/ledger-jax-legs}")
 NEWEST_PYTHON=3.12
+CASES=$(grep -v '^#' "$ROOT/ci/jax_legs.cases")  # which cases: one definition, the Makefile's too
 
 # The floor, as pyproject.toml declares it.
 declared() {  # declared PATTERN WHAT: the version a `>=` in pyproject.toml names
@@ -58,7 +59,7 @@ EOF
     # a case's PostgreSQL variant is the main suite's (no server runs yet, nor psycopg here), as is
     # a case whose JAX path another leg case takes (legs_covered, tests/conftest.py)
     (cd "$run" && LEDGER_REQUIRE_ALL=1 "$venv/bin/python" -m pytest -q -p no:cacheprovider \
-        --junitxml="$DIR/$name.xml" -m "jax_legs and not postgresql and not legs_covered" tests) >"$log" 2>&1 || rc=$?
+        --junitxml="$DIR/$name.xml" -m "$CASES" tests) >"$log" 2>&1 || rc=$?
     verdict "jax leg $name" "jax leg $name: $versions" "$venv/bin/python" "$DIR/$name.xml" "$log" "$rc" \
         $((SECONDS - t0)) "$start"
 }
