@@ -58,8 +58,8 @@ def test_the_indexes_hold_only_rows_that_have_the_column_and_models_say_so(any_d
     for column in COLUMNS:
         assert _predicate(found[f"ix_compile_records_{column}"]) == column, found
         index = next(ix for ix in compile_records.indexes if ix.name == f"ix_compile_records_{column}")
-        for dialect in ("sqlite", "postgresql"):
-            assert str(index.dialect_options[dialect]["where"]) == f"{column} IS NOT NULL"
+        # the models declare SQLite's predicate only (models._partial); the built ones are read above
+        assert str(index.dialect_options["sqlite"]["where"]) == f"{column} IS NOT NULL"
     down = run_cli("db", "downgrade", "0018", "--db", db)
     assert down.exit_code == 0, down.output
     assert [_predicate(_definitions(db)[f"ix_compile_records_{c}"]) for c in COLUMNS] == [None, None]

@@ -36,7 +36,10 @@ ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
 
 def _partial(name: str, *columns: str, where: str, unique: bool = False) -> sa.Index:
-    return sa.Index(name, *columns, unique=unique, sqlite_where=sa.text(where), postgresql_where=sa.text(where))
+    """A partial index, as the migrations make it on both backends. Its predicate is
+    declared for SQLite only, what tests/test_migrations.py compares: a `postgresql_where`
+    loads SQLAlchemy's PostgreSQL dialect (20 ms) into every command, on SQLite too."""
+    return sa.Index(name, *columns, unique=unique, sqlite_where=sa.text(where))
 
 
 def _keyed(table: str) -> sa.Index:
