@@ -143,6 +143,26 @@ def test_the_upgrade_gives_old_rows_the_cells_new_rows_of_them_get(tmp_path):
     assert query(db, "SELECT count(*) FROM cells") == [(4,)]
 
 
+@pytest.mark.slow
+def test_a_blob_that_spells_a_text_is_its_cell_at_the_upgrade(tmp_path):
+    """The upgrade numbers cells by their values as SQLite returns them (0018's one pass),
+    where a BLOB and the text it spells are two; SQL's key text makes them one cell: the
+    upgrade makes the cells from the key text then, numbered in the order of first rows."""
+    db = tmp_path / "l.db"
+    add(db, tmp_path, rec(transform="grad"), rec(), rec(tag="b"))
+    assert run_cli("db", "downgrade", "0017", "--db", db).exit_code == 0
+    con = sqlite3.connect(db)
+    with con:
+        con.execute("UPDATE compile_records SET hardware = CAST(hardware AS BLOB) WHERE tag = 'b'")
+    con.close()
+    assert query(db, "SELECT typeof(hardware) FROM compile_records ORDER BY id") == [("text",), ("text",), ("blob",)]
+    assert run_cli("db", "upgrade", "--db", db).exit_code == 0
+    assert query(db, "SELECT id, cell_id FROM compile_records ORDER BY id") == [(1, 1), (2, 2), (3, 2)]
+    assert query(db, "SELECT id, transform FROM cells ORDER BY id") == [(1, "grad"), (2, "jit")]
+    add(db, tmp_path, rec(tag="new"))  # a writer's row of that cell meets its id
+    assert query(db, "SELECT cell_id FROM compile_records WHERE tag = 'new'") == [(2,)]
+
+
 def test_a_row_inserted_by_hand_gets_its_cell_at_the_next_check(tmp_path):
     db = tmp_path / "l.db"
     add(db, tmp_path, rec())

@@ -7,10 +7,11 @@ it (ledger/storage/cell_ids.py gives new rows theirs, with the same key text). S
 `ledger check` reads a lineage's rows through the index on cell_id and groups by one
 integer, not by 13 columns (issue 33: the first check of a 1M-row ledger).
 
-The data step: every existing row gets its cell here, in two set-based statements (the
-cells from one DISTINCT scan, numbered in the order of their first rows as the writers
-number them, then one UPDATE that finds each row's cell through the unique index on
-key); the index on cell_id is built after, in one sort. 0009's
+The data step: every existing row gets its cell here. On PostgreSQL in two set-based
+statements (the cells from one scan grouped by key, numbered in the order of their first
+rows as the writers number them, then one UPDATE that finds each row's cell by key); on
+SQLite in one UPDATE that numbers the cells as it meets them (_cells_in_one_pass). The
+index on cell_id is built after, in one sort. 0009's
 triggers on compile_records are set aside for the UPDATE and put back as they were: a
 new column changes no folded summary, and firing them per row would cost a check run's
 `upto` a million statements.
@@ -77,18 +78,14 @@ def upgrade() -> None:
     op.add_column("compile_records", sa.Column("cell_id", sa.BigInteger))
     cols = ", ".join(NAMES)
     # numbered in the order of each cell's first row, as the writers number them (cell_ids.new_cells_sql):
-    # SQLite's DISTINCT meets them in rowid order, PostgreSQL's may hash
+    # PostgreSQL's GROUP BY may hash, hence the ORDER BY; SQLite's UPDATE meets them in rowid order
     if d == "postgresql":
         op.execute(f"INSERT INTO cells (key, {cols}) SELECT {key_sql(d)}, {cols} FROM compile_records"
                    f" GROUP BY {key_sql(d)}, {cols} ORDER BY MIN(id)")
-    else:
-        op.execute(f"INSERT INTO cells (key, {cols}) SELECT DISTINCT {key_sql(d)}, {cols} FROM compile_records")
-    if d == "postgresql":
         op.execute(f"UPDATE compile_records SET cell_id = c.id FROM cells c WHERE c.key = {key_sql(d, 'compile_records')}")
     else:
         with _triggers_aside(bind):
-            op.execute(f"UPDATE compile_records SET cell_id = (SELECT c.id FROM cells c"
-                       f" WHERE c.key = {key_sql(d, 'compile_records')})")
+            _cells_in_one_pass(bind)
     op.create_index(INDEX, "compile_records", ["cell_id"])
     if d == "postgresql":
         op.execute(_PG_FUNCTION)
@@ -97,6 +94,54 @@ def upgrade() -> None:
     else:
         op.execute(f"CREATE TRIGGER {TRIGGER} AFTER UPDATE OF {cols} ON compile_records WHEN {_CHANGED}"
                    " BEGIN UPDATE compile_records SET cell_id = NULL WHERE id = NEW.id; END")
+
+
+def _cells_in_one_pass(bind) -> None:
+    """SQLite: every row given its cell in one UPDATE, the cells numbered as the UPDATE meets
+    their values (rowid order: each cell's first row, as the writers number them) by a
+    function of this connection's; then the cells written, their key made in SQL. A DISTINCT
+    scan that made each row's key text and an UPDATE that made it again to look it up took
+    2.6x a bare UPDATE at 1M rows; this, about 1.4x (bench/bench_check.py). Where two of the
+    value tuples make one key text (a BLOB and the text it spells are one cell to SQL's
+    CAST), they are one cell, with its first row's values and number, and the later one's
+    rows take its id. (The other way cannot happen: the columns' affinities, TEXT, INTEGER
+    and BOOLEAN, store equal values alike, so values Python finds equal have one text.)"""
+    cols, marks = ", ".join(NAMES), ", ".join("?" * len(NAMES))
+    ids: dict[tuple, int] = {}
+
+    def cell(*values) -> int:
+        found = ids.get(values)
+        if found is None:
+            found = ids[values] = len(ids) + 1
+        return found
+
+    raw = bind.connection.dbapi_connection
+    raw.create_function("ledger_cell_0018", len(NAMES), cell)
+    try:
+        op.execute(f"UPDATE compile_records SET cell_id = ledger_cell_0018({cols})")
+    finally:
+        raw.create_function("ledger_cell_0018", len(NAMES), None)
+    if not ids:
+        return  # no rows, no cells
+    # each value tuple's key text, made in SQL from the values as stored (its id as a placeholder key)
+    bind.exec_driver_sql(f"INSERT INTO cells (id, key, {cols}) VALUES (?, ?, {marks})",
+                         [(i, str(i), *values) for values, i in ids.items()])
+    key_of = dict(bind.exec_driver_sql(f"SELECT id, {key_sql('sqlite')} FROM cells").all())
+    number: dict[str, int] = {}  # each key text's cell number
+    first: dict[int, int] = {}  # each cell number's first value tuple, whose values it keeps
+    for i in sorted(key_of):  # the order the UPDATE met them in
+        first.setdefault(number.setdefault(key_of[i], len(number) + 1), i)
+    values_of = {i: values for values, i in ids.items()}
+    bind.exec_driver_sql("DELETE FROM cells")
+    bind.exec_driver_sql(f"INSERT INTO cells (id, key, {cols}) VALUES (?, ?, {marks})",
+                         [(n, key_of[i], *values_of[i]) for n, i in first.items()])
+    moved = [(i, number[key_of[i]]) for i in key_of if number[key_of[i]] != i]
+    if moved:
+        bind.exec_driver_sql("CREATE TEMP TABLE ledger_cells_moved (old INTEGER PRIMARY KEY, new INTEGER NOT NULL)")
+        bind.exec_driver_sql("INSERT INTO ledger_cells_moved VALUES (?, ?)", moved)
+        op.execute("UPDATE compile_records SET cell_id = (SELECT new FROM ledger_cells_moved WHERE old = cell_id)"
+                   " WHERE cell_id IN (SELECT old FROM ledger_cells_moved)")
+        bind.exec_driver_sql("DROP TABLE ledger_cells_moved")
 
 
 @contextmanager
