@@ -12,6 +12,11 @@ from ledger.record import CELL_LABELS
 FILTER_FIELDS = ("hardware", "hostname", *CELL_LABELS, "transform")
 
 
+def given(filters: dict | None) -> dict:
+    """The filters given: a None value is no filter."""
+    return {k: v for k, v in (filters or {}).items() if v is not None}
+
+
 def filter_sql(filters: dict | None, alias: str = "") -> tuple[str, dict]:
     """' AND col = :f_col ...' for the filters given (None values are no filter)."""
     p = f"{alias}." if alias else ""

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
+from ledger.filters import given
 from ledger.record import CACHE_CELL, COLD, NONE, WARM
 from ledger.rows import key_text, ok_sql, time_sql
 from ledger.storage import cell_ids, models
@@ -217,7 +218,7 @@ def parsed(keys: list[str]) -> list[list]:
 def groups(summaries: dict[str, tuple], filters: dict | None, values: dict[str, list] | None = None) -> list[Group]:
     """The cells as Groups, those matching the filters (column = value; a NULL matches
     no filter, as in SQL). `values`: each key's, where parsed already."""
-    wanted = {k: v for k, v in (filters or {}).items() if v is not None}
+    wanted = given(filters)
     values = values or dict(zip(summaries, parsed(list(summaries)), strict=True))
     out = []
     for key, (newest, last_warm, first_cold, n_cold) in summaries.items():

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import sqlalchemy as sa
 
 from ledger.filters import filter_sql, refuse_unmatched
+from ledger.filters import given as filters_given
 from ledger.record import CACHE_CELL
 from ledger.rows import after_sql, key_values, pinnable_sql, time_sql, utc_now
 from ledger.storage.models import check_runs, pins, verdicts
@@ -205,7 +206,7 @@ def judge(conn, *, tolerance: float = TOLERANCE, filters: dict | None = None, si
         where += " AND r.timestamp >= :since"
         params["since"] = since
     # what the findings were judged over: a run with other options keeps nothing of it
-    given = json.dumps({k: v for k, v in (filters or {}).items() if v is not None} | ({"since": since} if since else {})
+    given = json.dumps(filters_given(filters) | ({"since": since} if since else {})
                        | ({"below_threshold_s": below_s} if below_s != BELOW_THRESHOLD_S else {})
                        | ({"allow_loaded": True} if allow_loaded else {}), sort_keys=True)
     folded = cells.fold(conn)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
+from ledger.filters import given
 from ledger.record import COLD, NONE, NOT_PERSISTED_PROCESS_INDEX, STATELESS_KEY, WARM
 from ledger.rows import key_values, ok_sql, oldest_first
 from ledger.storage.in_lists import rows_in, with_lists
@@ -141,7 +142,7 @@ def cache_findings(conn, summaries: dict[str, tuple], filters: dict | None, sinc
         never = {lineage: jax_of[lineage] for lineage, start in starts.items() if start is None}
         streaked = {lineage: {g.values["jax_version"] for g in wanted[lineage] if g.has_dir and g.n_cold}
                     for lineage in never}
-        kept_never, whole = _never_warm(conn, kept if not _given(filters) else None, never, streaked, ev)
+        kept_never, whole = _never_warm(conn, kept if not given(filters) else None, never, streaked, ev)
         found += kept_never
         starts = {lineage: start for lineage, start in starts.items() if lineage not in never}
         for lineage, rows in _rows_by_cell(conn, mine, starts).items():
@@ -156,10 +157,6 @@ def cache_findings(conn, summaries: dict[str, tuple], filters: dict | None, sinc
         times = {r["id"]: r["timestamp"] or "" for r in fetch_rows(conn, [f.row_id for f in found]).values()}
         found = [f for f in found if times[f.row_id] >= since]
     return sorted(found, key=lambda f: f.row_id)
-
-
-def _given(filters: dict | None) -> bool:
-    return any(v is not None for v in (filters or {}).values())
 
 
 def _never_warm(conn, kept: Earlier | None, never: dict[tuple, dict[int, str]], streaked: dict[tuple, set[str]],
