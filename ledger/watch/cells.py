@@ -209,6 +209,11 @@ def stored(conn) -> dict[str, tuple]:
     return {r.cell_key: tuple(r[1:]) for r in conn.execute(sa.select(cache_cells))}
 
 
+def newest_state(summary: tuple) -> str:
+    """The cache_state of a summary's newest row ("stamp|state")."""
+    return summary[0].rsplit("|", 1)[1]
+
+
 def parsed(keys: list[str]) -> list[list]:
     """The values of many cells' keys (cell_key's JSON text), in CACHE_CELL's order: one
     parse of them all (one json.loads a key was a tenth of a daily check at 17,000 cells)."""

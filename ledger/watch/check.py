@@ -36,7 +36,7 @@ TOLERANCE = 1.5
 MIN_DIFF = 0.05  # seconds: below this a slower compile is never a regression, whatever its ratio
 
 
-def _judge_sql(dialect: str, where: str, allow_loaded: bool = False, since: bool = False) -> str:
+def _judge_sql(dialect: str, where: str, allow_loaded: bool = False, new_only: bool = False) -> str:
     """Judge every warm ok row newer than its key's pin, straight into verdicts.
 
     A finding is one verdict row; the ok rows of a pin are one row between them
@@ -45,7 +45,7 @@ def _judge_sql(dialect: str, where: str, allow_loaded: bool = False, since: bool
 
     Only the rows with :above < id <= :top are judged; the pinned verdicts of run
     :prev (0: none) stand for the rows up to :above (see _reusable) and are grouped
-    with them, as if judged again. `since`: :above is above 0 (keys.pinned_rows_sql)."""
+    with them, as if judged again. `new_only`: :above is above 0 (keys.pinned_rows_sql)."""
     newer = after_sql("r", time_sql("p"), "p.row_id")
     loaded = "1 = 0" if allow_loaded else loaded_sql("r")  # --allow-loaded: a loaded host's rows judged too
     # the key's own history judges where the pin has a threshold from it
@@ -61,7 +61,7 @@ def _judge_sql(dialect: str, where: str, allow_loaded: bool = False, since: bool
         "SELECT p.id AS pin_id, r.id AS row_id, r.compile_s,"
         f" CASE WHEN {loaded} THEN '{INCONCLUSIVE}' WHEN r.compile_s > {limit} AND r.compile_s - ({base}) > :min_diff"
         f" THEN '{REGRESSION}' ELSE '{OK}' END AS verdict, CASE WHEN {loaded} THEN {loaded_cause_sql('r')} END AS cause"
-        f" FROM {pinned_rows_sql(dialect, since)}"
+        f" FROM {pinned_rows_sql(dialect, new_only)}"
         f" WHERE r.id > :above AND r.id <= :top AND {pinnable_sql('r')} AND {newer}{where}"
     )
     before = (f"SELECT pin_id, verdict, row_id, n_rows, compile_s, cause FROM verdicts WHERE check_run_id = :prev"
@@ -86,11 +86,11 @@ def _judge_pinned(conn, where: str, allow_loaded: bool, prev, params: dict) -> N
     by hashing: its statistics of a table that has just grown put the new rows at a handful,
     and for them it chose nested loops that read the pins and cells again for each row
     (2.2 s of a daily check at 1M rows, where the hash joins take 0.1 s)."""
-    since = bool(prev and prev.upto)
-    hashed = since and conn.dialect.name == "postgresql"
+    new_only = bool(prev and prev.upto)
+    hashed = new_only and conn.dialect.name == "postgresql"
     if hashed:
         conn.exec_driver_sql("SET LOCAL enable_nestloop = off")
-    conn.execute(sa.text(_judge_sql(conn.dialect.name, where, allow_loaded, since)), params)
+    conn.execute(sa.text(_judge_sql(conn.dialect.name, where, allow_loaded, new_only)), params)
     if hashed:
         conn.exec_driver_sql("SET LOCAL enable_nestloop TO DEFAULT")
 

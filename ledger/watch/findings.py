@@ -51,21 +51,22 @@ _AT = [cells.CACHE_CELL.index(f) for f in LINEAGE]  # a lineage's fields in a ca
 
 
 def lineages_of(keys: list[str]) -> dict[str, tuple]:
-    """Each cache cell's lineage (lineage_key), from its key text (cells.cell_key)."""
-    return {k: tuple(v[i] for i in _AT) for k, v in zip(keys, cells.parsed(keys), strict=True)}
+    """Each cache cell's lineage (lineage_key) and its values, from its key text
+    (cells.cell_key): {key: (lineage, values)}."""
+    return {k: (tuple(v[i] for i in _AT), v) for k, v in zip(keys, cells.parsed(keys), strict=True)}
 
 
 def by_lineage(summaries: dict[str, tuple], filters: dict | None) -> dict[tuple, list[Group]]:
     """The groups of each lineage a cell of which has a newest row that is not warm, from the
     cache cells' summaries (cells.fold): no other lineage can hold a finding (may_find)."""
-    keys = list(summaries)
-    values = dict(zip(keys, cells.parsed(keys), strict=True))
+    parsed = lineages_of(list(summaries))
     of: dict[tuple, list[str]] = {}
-    for k, v in values.items():
-        of.setdefault(tuple(v[i] for i in _AT), []).append(k)
+    for k, (lineage, _) in parsed.items():
+        of.setdefault(lineage, []).append(k)
+    values = {k: v for k, (_, v) in parsed.items()}
     out: dict[tuple, list[Group]] = {}
     for lineage, ks in of.items():
-        if all(summaries[k][0].endswith(f"|{WARM}") for k in ks):
+        if all(cells.newest_state(summaries[k]) == WARM for k in ks):
             continue
         found = cells.groups({k: summaries[k] for k in ks}, filters, values)
         if found:
@@ -106,7 +107,7 @@ def earlier(conn, run_id: int, upto: int, new: dict[str, tuple]) -> Earlier:
             return Earlier(upto, {}, {"*"})  # a run before facts were kept: judge every lineage
         found.setdefault(lineage_key(r), []).append(Finding.from_facts(r["verdict"], r["row_id"],
                                                                         json.loads(r["facts"])))
-    return Earlier(upto, found, set(lineages_of(list(new)).values()))
+    return Earlier(upto, found, {lineage for lineage, _ in lineages_of(list(new)).values()})
 
 
 def _carried(kept: Earlier | None, lineage: tuple) -> list[Finding] | None:
@@ -320,7 +321,7 @@ def _cells_sql(dialect: str, chunk: list[tuple[tuple, list[int]]], starts: dict[
         rows = f"CROSS JOIN LATERAL (SELECT {listed} FROM compile_records r WHERE {where} OFFSET 0) r"
     else:
         rows = f"JOIN compile_records r ON {where}"
-    sql = (f"SELECT {', '.join('r.' + c for c in cols)} FROM (VALUES {', '.join(values)}) v {rows}"
+    sql = (f"SELECT {listed} FROM (VALUES {', '.join(values)}) v {rows}"
            f" ORDER BY {oldest_first('r')}")
     return sa.text(sql), params
 

@@ -12,7 +12,7 @@ from ledger.record import COMPARABILITY_KEY, STATELESS_KEY
 from ledger.rows import key_text
 
 
-def pinned_rows_sql(dialect: str, since: bool = False) -> str:
+def pinned_rows_sql(dialect: str, new_only: bool = False) -> str:
     """FROM compile_records r joined to the pin p of its comparability key. On PostgreSQL
     through the row's cell id (revision 0018): pins meet the cells table's rows
     (thousands) on the key's columns, and the rows meet those on one integer; joining
@@ -21,7 +21,7 @@ def pinned_rows_sql(dialect: str, since: bool = False) -> str:
     first). SQLite's planner did the same join of 1M rows in 190 s, and the direct one
     in about 1.4 s: it keeps the direct one.
 
-    `since`: only the rows with :above < id <= :top are wanted (a daily check). On
+    `new_only`: only the rows with :above < id <= :top are wanted (a daily check). On
     PostgreSQL they are read once, by their ids, before the join (OFFSET 0 keeps the
     planner from folding the subquery into it): the statistics of a table that has just
     grown say that range is small, and the planner took its rows again for each of the
@@ -30,7 +30,7 @@ def pinned_rows_sql(dialect: str, since: bool = False) -> str:
     if dialect != "postgresql":  # SQLite indexes the pins for IS by itself (key_join_sql)
         return f"compile_records r JOIN pins p ON {key_join_sql('r', 'p', dialect)}"
     cell = key_join_sql("c", "pk", dialect, STATELESS_KEY)
-    rows = ("(SELECT * FROM compile_records WHERE id > :above AND id <= :top OFFSET 0) r" if since
+    rows = ("(SELECT * FROM compile_records WHERE id > :above AND id <= :top OFFSET 0) r" if new_only
             else "compile_records r")
     return (f"{rows} JOIN (SELECT pk.id AS pin_id, c.id AS cell_id FROM pins pk JOIN cells c ON {cell}) pc"
             f" ON pc.cell_id = r.cell_id JOIN pins p ON p.id = pc.pin_id"
