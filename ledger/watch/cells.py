@@ -220,11 +220,10 @@ def parsed(keys: list[str]) -> list[list]:
     return json.loads(f"[{','.join(keys)}]")
 
 
-def groups(summaries: dict[str, tuple], filters: dict | None, values: dict[str, list] | None = None) -> list[Group]:
+def groups(summaries: dict[str, tuple], filters: dict | None, values: dict[str, list]) -> list[Group]:
     """The cells as Groups, those matching the filters (column = value; a NULL matches
-    no filter, as in SQL). `values`: each key's, where parsed already."""
+    no filter, as in SQL). `values`: each key's values (parsed)."""
     wanted = given(filters)
-    values = values or dict(zip(summaries, parsed(list(summaries)), strict=True))
     out = []
     for key, (newest, last_warm, first_cold, n_cold) in summaries.items():
         cell = dict(zip(CACHE_CELL, values[key], strict=True))
