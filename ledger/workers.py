@@ -39,12 +39,14 @@ def _exit_with_parent(parent: int, then: Callable[[], None] | None) -> None:
     instead of waiting on its pipes for work that never comes; then `then`, if given.
     Ctrl-C is the command's: it reaches every process of the terminal's group, and a
     worker would print its own KeyboardInterrupt traceback under the command's one line;
-    the command answers it and shuts the pool down."""
+    the command answers it and shuts the pool down. The worker was forked with SIGINT
+    blocked (forked_pool): one that arrived since is dropped as it becomes ignored."""
     import signal
     import threading
     import time
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
     def watch() -> None:
         while os.getppid() == parent:
@@ -57,10 +59,26 @@ def _exit_with_parent(parent: int, then: Callable[[], None] | None) -> None:
 
 
 def forked_pool(workers: int, then: Callable[[], None] | None = None):
-    """A ProcessPoolExecutor of `workers` forked processes, each running `then` first
-    (e.g. an import the work will need). Shut it down when done (its `with` block)."""
+    """A ProcessPoolExecutor of `workers` processes, forked now, each running `then` first
+    (e.g. an import the work will need). Shut it down when done (its `with` block).
+
+    They fork with SIGINT blocked: a Ctrl-C in the moment between a fork and the worker's
+    initializer would otherwise raise in the child's at-fork hooks (logging's, say) and
+    print their traceback under the command's one line. The command gets it once it
+    unblocks, here."""
     import multiprocessing
+    import signal
     from concurrent.futures import ProcessPoolExecutor
 
-    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
                                initializer=_exit_with_parent, initargs=(os.getpid(), then))
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        try:
+            pool.submit(int)  # with fork, every worker is started at the first job
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)  # a Ctrl-C meanwhile raises now
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    return pool

@@ -164,9 +164,9 @@ def reading(files: list[Path], skip_invalid: bool, progress) -> Iterator[Parts]:
         return
     pool = forked_pool(workers)
     try:
-        # map() submits every job now, so the workers fork before any database
-        # connection is opened; it yields in file order, so the first bad file in
-        # order is the one reported.
+        # The workers forked in forked_pool, before any database connection is
+        # opened; map() yields in file order, so the first bad file in order is the
+        # one reported.
         results = pool.map(_read_one, jobs)
         yield (result for result, _ in zip(results, shown))
     finally:

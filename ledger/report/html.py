@@ -492,7 +492,6 @@ def drawing() -> Iterator[Draw]:
         return
     pool = forked_pool(1, _load_matplotlib)
     try:
-        pool.submit(int)  # the process forks at its first job: now
         yield lambda chart, *args: pool.submit(chart, *args).result
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
