@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ledger.rows import key_text
 from ledger.storage.open import open_ledger
 from ledger.watch import cells
 from ledger.watch.check import judge, run_check
@@ -379,3 +380,16 @@ def test_findings_kept_by_a_build_whose_passes_differ_are_not_taken_over(backend
             said = run_check(ledger.engine)
             assert {f["row_id"]: f["cause"] for f in said.findings}[rows["by design"]].startswith("2 cold runs ")
             assert _said(said) == _from_nothing(ledger.engine)
+
+
+_VALUE = st.none() | st.text(max_size=12) | st.integers(-3, 3)
+
+
+@given(values=st.fixed_dictionaries({c: _VALUE for c in cells.CELL_COLUMNS if c != "mixed_precision"}
+                                    | {"mixed_precision": st.sampled_from([None, 0, 1, False, True])}),
+       cache_dir=st.none() | st.text(max_size=12) | st.sampled_from(['a,"b"', "c\nd", "é\\", "x" * 5000]))
+def test_a_cell_s_key_made_from_its_parts_is_the_key_the_ledger_keeps(values, cache_dir):
+    """cells.cell_keys (the cell's part once, the dir's appended) gives, byte for byte, the
+    key of every cell the ledger has kept (key_text over CACHE_CELL): a ledger folded by a
+    build before it keeps its cells."""
+    assert cells.cell_keys({7: values})(7, cache_dir) == key_text(values | {"cache_dir": cache_dir}, cells.CACHE_CELL)

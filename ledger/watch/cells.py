@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -43,6 +44,7 @@ SEP = "\x01"
 # judged otherwise (or kept other cells) is folded anew, and none of its findings taken over.
 # Bump the version with any change to what a cache pass finds.
 CACHE_PASSES_VERSION = 6  # 5: a streak's pair read as whole rows, never-warm streaks keep their state; 6: SEP
+assert CACHE_CELL == (*CELL_COLUMNS, "cache_dir")  # what cell_keys builds on
 _FIELDS = json.dumps({"cache_cell": CACHE_CELL, "passes": CACHE_PASSES_VERSION})
 
 
@@ -79,11 +81,6 @@ class Group:
         return bool(self.values["cache_dir"])
 
 
-def cell_key(values: dict) -> str:
-    """The canonical text of a cell's values: equal cells give equal text."""
-    return key_text(values, CACHE_CELL)
-
-
 # a summary: (newest "stamp|state", last_warm stamp, first_cold stamp, n_cold)
 def summarize(conn, above: int = 0, upto: int | None = None) -> dict[str, tuple]:
     """Every cell's summary over the ok warm, cold and none rows with above < id <= upto:
@@ -103,9 +100,18 @@ def summarize(conn, above: int = 0, upto: int | None = None) -> dict[str, tuple]
         # a sort of every ok row; SQLite's sorter can split it over worker threads
         conn.exec_driver_sql(f"PRAGMA threads = {min(8, os.cpu_count() or 1)}")
     found = conn.execute(sa.text(sql), {"above": above, "upto": upto}).all()
-    values = cell_values(conn, {r.cell_id for r in found})
-    return {cell_key(values[r.cell_id] | {"cache_dir": r.cache_dir}):
-            (r.newest, r.last_warm, r.first_cold, int(r.n_cold or 0)) for r in found}
+    key = cell_keys(cell_values(conn, {r.cell_id for r in found}))
+    return {key(r.cell_id, r.cache_dir): (r.newest, r.last_warm, r.first_cold, int(r.n_cold or 0)) for r in found}
+
+
+def cell_keys(values: dict[int, dict]) -> Callable[[int, str | None], str]:
+    """The key of a cache cell (cell id, cache dir): the canonical text of its values,
+    key_text over CACHE_CELL, so equal cells give equal text. From the cells' `values`
+    (cell_values), each cell's part made once: the dir is CACHE_CELL's last field, so the
+    key's JSON is the cell's own with the dir's appended (a cell has rows under each of
+    17 dirs, say)."""
+    heads = {i: key_text(v, CELL_COLUMNS)[:-1] for i, v in values.items()}
+    return lambda cell_id, cache_dir: f"{heads[cell_id]},{json.dumps(cache_dir)}]"
 
 
 def cell_values(conn, ids=None) -> dict[int, dict]:
@@ -215,7 +221,7 @@ def newest_state(summary: tuple) -> str:
 
 
 def parsed(keys: list[str]) -> list[list]:
-    """The values of many cells' keys (cell_key's JSON text), in CACHE_CELL's order: one
+    """The values of many cells' keys (cell_keys' JSON text), in CACHE_CELL's order: one
     parse of them all (one json.loads a key was a tenth of a daily check at 17,000 cells)."""
     return json.loads(f"[{','.join(keys)}]")
 
