@@ -25,7 +25,7 @@ from ledger.rows import after_sql, key_values, pinnable_sql, time_sql, utc_now
 from ledger.storage.models import check_runs, pins, verdicts
 from ledger.watch import cells, grouped
 from ledger.watch.causes import fetch_rows
-from ledger.watch.findings import Earlier, cache_findings, earlier, link_pin
+from ledger.watch.findings import Earlier, cache_findings, earlier, lineages_of, link_pin
 from ledger.watch.health import BELOW_THRESHOLD_S, Kept, health_findings, since_filter
 from ledger.watch.history import HISTORY, TOLERANCE_RULE
 from ledger.watch.judge import Finding
@@ -210,8 +210,9 @@ def judge(conn, *, tolerance: float = TOLERANCE, filters: dict | None = None, si
                        | ({"below_threshold_s": below_s} if below_s != BELOW_THRESHOLD_S else {})
                        | ({"allow_loaded": True} if allow_loaded else {}), sort_keys=True)
     folded = cells.fold(conn)
-    kept = None if rejudge or since is not None else _earlier(conn, folded, given)
-    found = cache_findings(conn, folded.cells, filters, since, kept[0] if kept else None)
+    parsed = lineages_of(list(folded.cells))  # every cell's lineage and values: one parse
+    kept = None if rejudge or since is not None else _earlier(conn, folded, parsed, given)
+    found = cache_findings(conn, folded.cells, parsed, filters, since, kept[0] if kept else None)
     found += since_filter(conn, health_findings(conn, filters, below_s, kept[1] if kept else None), since)
     digest = pins_digest(conn)
     prev = None if rejudge else _reusable(conn, folded.found, digest, tolerance, min_diff, given)
@@ -230,9 +231,9 @@ def judge(conn, *, tolerance: float = TOLERANCE, filters: dict | None = None, si
     conn.execute(sa.update(check_runs).where(check_runs.c.id == run_id).values(exit_code=exit_code))
     findings = stored_findings(conn, run_id)
     if before is not None:
-        said = _said(stored_findings(conn, before))
+        said = _said_by(conn, before)
         for f in findings:
-            f["unchanged"] = _said([f]) <= said
+            f["unchanged"] = tuple(f[c] for c in _SAID) in said
     return CheckResult(run_id, tolerance, exit_code, counts, findings, min_diff, before)
 
 
@@ -242,9 +243,14 @@ def _previous(conn, run_id: int, given: str) -> int | None:
         check_runs.c.id < run_id, check_runs.c.filters == given)).scalar()
 
 
-def _said(findings: list[dict]) -> set[tuple]:
-    """What makes two findings the same finding: its kind, row and cause."""
-    return {(f["verdict"], f["row_id"], f["cause"]) for f in findings}
+_SAID = ("verdict", "row_id", "cause")  # what makes two findings the same finding
+
+
+def _said_by(conn, run_id: int) -> set[tuple]:
+    """What a run's stored findings said (_SAID of each), read as those three columns
+    only: a tenth of stored_findings' time (no join, no facts parsed)."""
+    sql = f"SELECT {', '.join(_SAID)} FROM verdicts WHERE check_run_id = :run AND verdict <> '{OK}'"
+    return {tuple(r) for r in conn.execute(sa.text(sql), {"run": run_id})}
 
 
 def pins_digest(conn) -> str:
@@ -263,7 +269,7 @@ def _reusable(conn, folded: int, digest: str, tolerance: float, min_diff: float,
     return prev if same else None
 
 
-def _earlier(conn, folded: cells.Folded, given: str) -> tuple[Earlier, Kept] | None:
+def _earlier(conn, folded: cells.Folded, parsed: dict, given: str) -> tuple[Earlier, Kept] | None:
     """The previous run's findings, where the cache passes may take what they read of a
     cell's rows from them, and the health judges what they read of older runs: it read
     the rows up to its `upto` as they stand (the fold was not reset since), over the
@@ -271,4 +277,5 @@ def _earlier(conn, folded: cells.Folded, given: str) -> tuple[Earlier, Kept] | N
     prev = conn.execute(sa.select(check_runs).order_by(check_runs.c.id.desc()).limit(1)).first()
     if prev is None or not folded.found or prev.upto != folded.found or prev.filters != given:
         return None
-    return earlier(conn, prev.id, prev.upto, folded.new), Kept(prev.id, prev.upto)
+    touched = {parsed[k][0] for k in folded.new}
+    return earlier(conn, prev.id, prev.upto, touched), Kept(prev.id, prev.upto)

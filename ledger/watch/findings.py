@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from operator import itemgetter
 
 import sqlalchemy as sa
 
@@ -47,19 +48,21 @@ def lineage_key(values) -> tuple:
     return key_values(values, LINEAGE)
 
 
-_AT = [cells.CACHE_CELL.index(f) for f in LINEAGE]  # a lineage's fields in a cache cell's key
+# a lineage's fields out of a cache cell's key (a tuple, as lineage_key gives)
+_LINEAGE_IN_CELL = itemgetter(*(cells.CACHE_CELL.index(f) for f in LINEAGE))
 
 
 def lineages_of(keys: list[str]) -> dict[str, tuple]:
     """Each cache cell's lineage (lineage_key) and its values, from its key text
-    (cells.cell_key): {key: (lineage, values)}."""
-    return {k: (tuple(v[i] for i in _AT), v) for k, v in zip(keys, cells.parsed(keys), strict=True)}
+    (cells.cell_keys): {key: (lineage, values)}."""
+    return {k: (_LINEAGE_IN_CELL(v), v) for k, v in zip(keys, cells.parsed(keys), strict=True)}
 
 
-def by_lineage(summaries: dict[str, tuple], filters: dict | None) -> dict[tuple, list[Group]]:
+def by_lineage(summaries: dict[str, tuple], parsed: dict[str, tuple],
+               filters: dict | None) -> dict[tuple, list[Group]]:
     """The groups of each lineage a cell of which has a newest row that is not warm, from the
-    cache cells' summaries (cells.fold): no other lineage can hold a finding (may_find)."""
-    parsed = lineages_of(list(summaries))
+    cache cells' summaries (cells.fold) and their lineages_of: no other lineage can hold a
+    finding (may_find)."""
     of: dict[tuple, list[str]] = {}
     for k, (lineage, _) in parsed.items():
         of.setdefault(lineage, []).append(k)
@@ -94,9 +97,9 @@ class Earlier:
     touched: set  # lineage keys; {"*"}: every lineage
 
 
-def earlier(conn, run_id: int, upto: int, new: dict[str, tuple]) -> Earlier:
-    """Run `run_id`'s cache findings (from their facts), and the lineages of the
-    summaries `new` (cells.fold's summaries of the rows above `upto`)."""
+def earlier(conn, run_id: int, upto: int, touched: set[tuple]) -> Earlier:
+    """Run `run_id`'s cache findings (from their facts); `touched`: the lineages of the
+    cells with rows above `upto` (cells.fold's `new`)."""
     cols = ", ".join(f"r.{c}" for c in LINEAGE)
     others = ", ".join(f"'{k}'" for k in (*PINNED_KINDS, *HEALTH_KINDS))
     sql = (f"SELECT v.verdict, v.row_id, v.facts, {cols} FROM verdicts v JOIN compile_records r ON r.id = v.row_id"
@@ -107,7 +110,7 @@ def earlier(conn, run_id: int, upto: int, new: dict[str, tuple]) -> Earlier:
             return Earlier(upto, {}, {"*"})  # a run before facts were kept: judge every lineage
         found.setdefault(lineage_key(r), []).append(Finding.from_facts(r["verdict"], r["row_id"],
                                                                         json.loads(r["facts"])))
-    return Earlier(upto, found, {lineage for lineage, _ in lineages_of(list(new)).values()})
+    return Earlier(upto, found, touched)
 
 
 def _carried(kept: Earlier | None, lineage: tuple) -> list[Finding] | None:
@@ -120,13 +123,14 @@ def _carried(kept: Earlier | None, lineage: tuple) -> list[Finding] | None:
     return found
 
 
-def cache_findings(conn, summaries: dict[str, tuple], filters: dict | None, since: str | None,
-                   kept: Earlier | None = None) -> list[Finding]:
-    """Every finding of the cache passes, oldest row first. `kept`: the previous run's
-    findings, where they stand: a lineage with nothing new keeps its own."""
+def cache_findings(conn, summaries: dict[str, tuple], parsed: dict[str, tuple], filters: dict | None,
+                   since: str | None, kept: Earlier | None = None) -> list[Finding]:
+    """Every finding of the cache passes, oldest row first, from the cells' summaries and
+    their lineages_of. `kept`: the previous run's findings, where they stand: a lineage
+    with nothing new keeps its own."""
     found: list[Finding] = []
     wanted: dict[tuple, list[Group]] = {}
-    for lineage, groups in by_lineage(summaries, filters).items():
+    for lineage, groups in by_lineage(summaries, parsed, filters).items():
         if not may_find(groups):
             continue
         carried = _carried(kept, lineage)
