@@ -101,6 +101,7 @@ def test_sql_session_settings_do_not_carry_over(any_db):
     assert _ok("sql", "SELECT count(*) AS n FROM compile_records", "--csv", "--db", any_db) == f"n\n{CORPUS_COMPILE}\n"
 
 
+@pytest.mark.slow  # 0.23 s of the fast tier's 0.3 on a quiet machine
 def test_pins_check_and_report(any_db, tmp_path):
     _loaded(any_db)
     assert _ok("pins", "update", "--db", any_db).splitlines()[-1] == "25 pins: 25 new, 0 repinned, 0 unchanged"

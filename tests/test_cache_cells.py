@@ -385,6 +385,7 @@ def test_findings_kept_by_a_build_whose_passes_differ_are_not_taken_over(backend
 _VALUE = st.none() | st.text(max_size=12) | st.integers(-3, 3)
 
 
+@pytest.mark.slow  # 0.25 s of the fast tier's 0.3 quiet, 1.6 s in a CI run
 @given(values=st.fixed_dictionaries({c: _VALUE for c in cells.CELL_COLUMNS if c != "mixed_precision"}
                                     | {"mixed_precision": st.sampled_from([None, 0, 1, False, True])}),
        cache_dir=st.none() | st.text(max_size=12) | st.sampled_from(['a,"b"', "c\nd", "é\\", "x" * 5000]))

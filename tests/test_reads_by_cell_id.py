@@ -7,6 +7,8 @@ points (lines.series) and the cold costs (savings.cold_costs)."""
 
 from __future__ import annotations
 
+import pytest
+
 from ledger import savings
 from ledger.report import lines as rl
 from ledger.storage.cell_ids import all_assigned
@@ -52,6 +54,7 @@ def _without_ids(db, where: str) -> None:
         conn.exec_driver_sql(f"UPDATE compile_records SET cell_id = NULL WHERE {where}")
 
 
+@pytest.mark.slow  # 0.24 s of the fast tier's 0.3 on a quiet machine, 0.41 s in a CI run
 def test_reads_by_cell_id_say_what_reads_by_the_cells_columns_say(any_db, tmp_path):
     every_kind_of_row(any_db, tmp_path, seed=5)
     _recorded(any_db)
