@@ -386,6 +386,7 @@ _VALUE = st.none() | st.text(max_size=12) | st.integers(-3, 3)
 
 
 @pytest.mark.slow  # 0.25 s of the fast tier's 0.3 quiet, 1.6 s in a CI run
+@settings(max_examples=examples(50))
 @given(values=st.fixed_dictionaries({c: _VALUE for c in cells.CELL_COLUMNS if c != "mixed_precision"}
                                     | {"mixed_precision": st.sampled_from([None, 0, 1, False, True])}),
        cache_dir=st.none() | st.text(max_size=12) | st.sampled_from(['a,"b"', "c\nd", "é\\", "x" * 5000]))
