@@ -44,7 +44,6 @@ SEP = "\x01"
 # judged otherwise (or kept other cells) is folded anew, and none of its findings taken over.
 # Bump the version with any change to what a cache pass finds.
 CACHE_PASSES_VERSION = 6  # 5: a streak's pair read as whole rows, never-warm streaks keep their state; 6: SEP
-assert CACHE_CELL == (*CELL_COLUMNS, "cache_dir")  # what cell_keys builds on
 _FIELDS = json.dumps({"cache_cell": CACHE_CELL, "passes": CACHE_PASSES_VERSION})
 
 
