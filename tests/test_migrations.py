@@ -487,6 +487,7 @@ def test_dropping_recorded_columns_keeps_the_cache_cells_triggers(db, down_to):
 
 
 # -- 0017: a pytest session's test_id, test_phase and git_commit; test_pins ---------------
+@pytest.mark.slow  # 0.17-0.25 s of the fast tier's 0.3: a slower CI machine tips it over
 def test_0017_downgrade_keeps_test_columns_and_test_pins_aside_and_back(any_db):
     """`ledger db downgrade 0016` then `ledger db upgrade` gives back each row's test, phase
     and commit and every test pin, through the real revision chain, on both backends."""

@@ -156,6 +156,7 @@ def test_filters(db):
         2, "", "error: no compile row matches --model-type nope: nothing to report\n")
 
 
+@pytest.mark.slow  # 0.17-0.25 s of the fast tier's 0.3: a slower CI machine tips it over
 def test_update_then_check_then_stale(db, tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text(f"# Project\n\nIntro.\n\n{START}\nold\n{END}\n\nAfter.\n")
@@ -177,6 +178,7 @@ def test_update_then_check_then_stale(db, tmp_path):
     assert again.output == f"{readme}: report block already up to date\n"
 
 
+@pytest.mark.slow  # 0.17-0.25 s of the fast tier's 0.3: a slower CI machine tips it over
 def test_update_errors(db, tmp_path):
     imported(db)
     readme = tmp_path / "README.md"
@@ -225,6 +227,7 @@ def one_error(result) -> str:
     return line
 
 
+@pytest.mark.slow  # 0.17-0.25 s of the fast tier's 0.3: a slower CI machine tips it over
 def test_update_keeps_every_byte_outside_the_block(db, tmp_path):
     """CRLF, a lone CR, a BOM and bytes that are not UTF-8 outside the block stay as
     they were (the file was read and written as text: every CRLF became LF, and a
@@ -261,6 +264,7 @@ def test_update_through_a_symlink_writes_its_target(db, tmp_path):
     assert sorted(p.name for p in docs.iterdir()) == ["REPORT.md"]  # no temp file left beside it
 
 
+@pytest.mark.slow  # 0.17-0.25 s of the fast tier's 0.3: a slower CI machine tips it over
 def test_update_refuses_a_read_only_file_even_as_root(db, tmp_path):
     """Root passes every permission check and the rename asks only the folder: the
     file's mode bits are what say read-only, and they are read."""
@@ -309,6 +313,7 @@ def test_update_refuses_a_file_the_user_may_not_write(tmp_path):
             shutil.rmtree(own)
 
 
+@pytest.mark.slow  # 0.17-0.25 s of the fast tier's 0.3: a slower CI machine tips it over
 def test_update_refuses_anything_but_a_regular_file_of_sane_size(db, tmp_path):
     imported(db)
     folder = tmp_path / "folder"
@@ -359,6 +364,7 @@ def test_update_of_an_endless_file_answers_at_once(db, tmp_path, kind):
             1, "", f"error: {path} is {what}: report --update writes only into a regular file\n")
 
 
+@pytest.mark.slow  # 0.17-0.25 s of the fast tier's 0.3: a slower CI machine tips it over
 def test_update_with_odd_file_names(db, tmp_path):
     """A name with a newline or a quote is a name like any other; one too long for
     the system is one line (the newline shown escaped: the error stays one line)."""
