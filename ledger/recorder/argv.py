@@ -70,6 +70,8 @@ def run(args: list[str]) -> bool:
     try:
         status = exec_recorded(parsed["command"], parsed["db"], parsed["tag"],
                                {k: parsed[k] for k in CELL_LABELS})
+    except KeyboardInterrupt:
+        sys.exit(130)  # Ctrl-C before the command ran: nothing recorded, as a shell reports it
     except Exception as exc:
         error = as_ledger_error(exc)
         if error is None:

@@ -44,20 +44,26 @@ def start_ingester(db: str | None, run_dir: str, program_pid: int, lock: int) ->
     waits for any child never sees it), and return once it runs. It inherits ``lock``,
     the run's lock this process took with the run (spool.create_run()), and holds it
     for its life: the run is never without its ingester's lock until it ends."""
+    from ledger.workers import sigint_blocked
+
     read_end, write_end = os.pipe()
-    middle = os.fork()
-    if middle == 0:
-        try:
-            os.close(read_end)
-            os.setsid()  # out of the terminal's process group: a Ctrl-C is the command's alone
-            if os.fork() == 0:
-                _serve_and_exit(db, run_dir, program_pid, write_end)
-        finally:
-            os._exit(0)
-    os.close(write_end)
-    os.waitpid(middle, 0)
-    with os.fdopen(read_end, "rb") as f:
-        answer = f.read().decode(errors="replace").strip()
+    # SIGINT held back until the ingester runs: the middle process never unblocks it (it
+    # leaves by os._exit, never through this block's end), the ingester ignores it, and a
+    # Ctrl-C meanwhile is this command's as it leaves the block
+    with sigint_blocked():
+        middle = os.fork()
+        if middle == 0:
+            try:
+                os.close(read_end)
+                os.setsid()  # out of the terminal's process group: a Ctrl-C is the command's alone
+                if os.fork() == 0:
+                    _serve_and_exit(db, run_dir, program_pid, write_end)
+            finally:
+                os._exit(0)
+        os.close(write_end)
+        os.waitpid(middle, 0)
+        with os.fdopen(read_end, "rb") as f:
+            answer = f.read().decode(errors="replace").strip()
     if answer != "ok":
         from ledger.errors import LedgerError
 
@@ -67,10 +73,13 @@ def start_ingester(db: str | None, run_dir: str, program_pid: int, lock: int) ->
 def _serve_and_exit(db, run_dir, program_pid, ready_fd) -> None:
     import signal
 
+    from ledger.workers import ignore_sigint
+
     status = 1
     try:
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
             signal.signal(sig, signal.SIG_IGN)  # a job's signals are the command's; this drains
+        ignore_sigint()  # and SIGINT, blocked since the fork (start_ingester)
         from ledger.storage.sqlite_file import BUSY_TIMEOUT_ENV
 
         # short waits on a locked ledger, tried again each step: the spool keeps the rows
