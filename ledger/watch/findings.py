@@ -66,12 +66,11 @@ def by_lineage(summaries: dict[str, tuple], parsed: dict[str, tuple],
     of: dict[tuple, list[str]] = {}
     for k, (lineage, _) in parsed.items():
         of.setdefault(lineage, []).append(k)
-    values = {k: v for k, (_, v) in parsed.items()}
     out: dict[tuple, list[Group]] = {}
     for lineage, ks in of.items():
         if all(cells.newest_state(summaries[k]) == WARM for k in ks):
             continue
-        found = cells.groups({k: summaries[k] for k in ks}, filters, values)
+        found = cells.groups({k: summaries[k] for k in ks}, filters, {k: parsed[k][1] for k in ks})
         if found:
             out[lineage] = found
     return out
