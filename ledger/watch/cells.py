@@ -214,9 +214,15 @@ def stored(conn) -> dict[str, tuple]:
     return {r.cell_key: tuple(r[1:]) for r in conn.execute(sa.select(cache_cells))}
 
 
+def split_newest(newest: str) -> tuple[str, str]:
+    """A summary's newest ("stamp|state") as (stamp, state)."""
+    stamp, state = newest.rsplit("|", 1)
+    return stamp, state
+
+
 def newest_state(summary: tuple) -> str:
-    """The cache_state of a summary's newest row ("stamp|state")."""
-    return summary[0].rsplit("|", 1)[1]
+    """The cache_state of a summary's newest row."""
+    return split_newest(summary[0])[1]
 
 
 def parsed(keys: list[str]) -> list[list]:
@@ -233,8 +239,7 @@ def groups(summaries: dict[str, tuple], filters: dict | None, values: dict[str, 
     for key, (newest, last_warm, first_cold, n_cold) in summaries.items():
         cell = dict(zip(CACHE_CELL, values[key], strict=True))
         if all(cell[k] == v for k, v in wanted.items()):
-            stamp, state = newest.rsplit("|", 1)
-            out.append(Group(cell, stamp, state, last_warm, first_cold, n_cold))
+            out.append(Group(cell, *split_newest(newest), last_warm, first_cold, n_cold))
     return out
 
 
