@@ -279,6 +279,28 @@ def test_a_daily_check_keeps_and_renews_health_findings_as_a_full_one_does(any_d
     assert [v for v, _, _ in said] == ["cache-not-written", "evicted", "evicted"]
 
 
+def _under(run: str, hour: int, tag: str) -> dict:
+    """A recorded compile JAX did not write for its threshold (3 s: two a run pass 5 s)."""
+    return rec(cache_state="cold", cache_not_persisted="min_compile_time", cache_min_compile_time_s=4.0, compile_s=3.0,
+               cache_key=f"jit_q-{tag}", run_id=run, command="python quick.py", function="jit_q", transform="recorded",
+               timestamp=f"2026-07-01T{hour:02d}:00:00+00:00", tag=tag)
+
+
+@pytest.mark.slow
+def test_a_daily_check_finds_a_programs_newest_run_by_every_row_of_a_run_begun_before(any_db, tmp_path):
+    """Run A's rows at 12:00 were checked; then A gets a row stamped 10:00 and a new run B
+    two at 11:00. A is still the program's newest run (its newest row, 12:00), though B's
+    new rows are newer than A's: the daily check, reading A's old rows, says so as a full one does."""
+    db = any_db
+    add(db, tmp_path, _under("A", 12, "a1"), _under("A", 12, "a2"))
+    assert run_cli("check", "--db", db).exit_code == 0
+    add(db, tmp_path, _under("A", 10, "a3"), _under("B", 11, "b1"), _under("B", 11, "b2"))
+    daily = [(f["verdict"], f["run_id"], f["cause"]) for f in _findings(db)]
+    full = [(f["verdict"], f["run_id"], f["cause"]) for f in _findings(db, "--since", "2000-01-01T00:00:00")]
+    assert [(v, run) for v, run, _ in daily] == [("below-threshold", "A")]
+    assert daily == full
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("value", ["-1", "nan", "inf", "abc", "", "1e999", "5\n6", "'"])
 def test_a_bad_below_threshold_is_one_line_and_exit_2(tmp_path, value):
