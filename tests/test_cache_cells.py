@@ -40,6 +40,10 @@ def assert_check_matches_a_recompute(engine) -> None:
     with engine.connect() as conn, conn.begin() as txn:
         fresh_run = judge(conn, rejudge=True).run_id
         assert _pinned_verdicts(conn, fresh_run) == stored
+        # the newest time in a run (0022), carried from run to run, as reading every row finds it
+        bound = "SELECT newest_run_time FROM check_runs WHERE id = :id"
+        assert conn.execute(sa.text(bound), {"id": stored_run}).scalar() == \
+            conn.execute(sa.text(bound), {"id": fresh_run}).scalar()
         txn.rollback()
     with engine.connect() as conn:
         assert cells.stored(conn) == cells.summarize(conn)

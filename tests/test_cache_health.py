@@ -12,7 +12,9 @@ import socket
 import sys
 
 import pytest
+import sqlalchemy as sa
 
+from ledger.storage.open import open_ledger
 from ledger.watch.kinds import HEALTH_KINDS
 
 from .case_kinds import mount_namespace
@@ -299,6 +301,37 @@ def test_a_daily_check_finds_a_programs_newest_run_by_every_row_of_a_run_begun_b
     full = [(f["verdict"], f["run_id"], f["cause"]) for f in _findings(db, "--since", "2000-01-01T00:00:00")]
     assert [(v, run) for v, run, _ in daily] == [("below-threshold", "A")]
     assert daily == full
+
+
+@pytest.mark.slow
+def test_a_daily_check_reads_no_old_row_of_a_run_where_every_new_row_is_newer(any_db, tmp_path, monkeypatch):
+    """Run A checked at 10:00; then A at 11:00 and a new run B at 12:00. Every new row is
+    newer than the newest row the last check saw in a run (check_runs.newest_run_time),
+    so A's old rows are not read, and B is the newest run, as a full check says. A last
+    run with no such time (before 0022) has it found once, by a scan, and kept: a new run C
+    at 9:00 is older than it, and B stays the newest."""
+    from ledger.watch import health
+
+    db = any_db
+    add(db, tmp_path, _under("A", 10, "a1"), _under("A", 10, "a2"))
+    assert run_cli("check", "--db", db).exit_code == 0
+    assert query(db, "SELECT newest_run_time FROM check_runs") == [("2026-07-01T10:00:00+00:00",)]
+    add(db, tmp_path, _under("A", 11, "a3"), _under("B", 12, "b1"), _under("B", 12, "b2"))
+
+    def unread(*args):
+        raise AssertionError("a run's old rows read")
+
+    with monkeypatch.context() as m:
+        m.setattr(health, "_run_times", unread)
+        daily = [(f["verdict"], f["run_id"], f["cause"]) for f in _findings(db)]
+    full = [(f["verdict"], f["run_id"], f["cause"]) for f in _findings(db, "--since", "2000-01-01T00:00:00")]
+    assert [(v, run) for v, run, _ in daily] == [("below-threshold", "B")] and daily == full
+    assert run_cli("check", "--db", db).exit_code == 0  # the last run: one over the same filters (no --since)
+    with open_ledger(str(db), "write") as ledger, ledger.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE check_runs SET newest_run_time = NULL"))  # as a run before 0022 left it
+    add(db, tmp_path, _under("C", 9, "c1"), _under("C", 9, "c2"))  # older than B's rows: B is still the newest
+    assert [(f["verdict"], f["run_id"]) for f in _findings(db)] == [("below-threshold", "B")]
+    assert query(db, "SELECT newest_run_time FROM check_runs ORDER BY id DESC LIMIT 1") == [("2026-07-01T12:00:00+00:00",)]
 
 
 @pytest.mark.slow

@@ -143,6 +143,9 @@ check_runs = sa.Table(
     # lets the next check take its verdicts and judge only newer rows
     sa.Column("upto", sa.BigInteger),
     sa.Column("pins_digest", sa.Text),
+    # the newest time of a successful row with a run id that it judged (0022): what lets the
+    # next check's health passes leave a run's old rows unread (ledger/watch/health.py)
+    sa.Column("newest_run_time", sa.Text),
 )
 
 verdicts = sa.Table(

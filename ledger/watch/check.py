@@ -213,12 +213,13 @@ def judge(conn, *, tolerance: float = TOLERANCE, filters: dict | None = None, si
     parsed = lineages_of(list(folded.cells))  # every cell's lineage and values: one parse
     kept = None if rejudge or since is not None else _earlier(conn, folded, parsed, given)
     found = cache_findings(conn, folded.cells, parsed, filters, since, kept[0] if kept else None)
-    found += since_filter(conn, health_findings(conn, filters, below_s, kept[1] if kept else None), since)
+    health, newest_run = health_findings(conn, filters, below_s, kept[1] if kept else None)
+    found += since_filter(conn, health, since)
     digest = pins_digest(conn)
     prev = None if rejudge else _reusable(conn, folded.found, digest, tolerance, min_diff, given)
     run_id = conn.execute(sa.insert(check_runs).values(
         checked_at=now, tolerance=tolerance, exit_code=0, min_diff_s=min_diff, filters=given, upto=folded.upto,
-        pins_digest=digest)).inserted_primary_key[0]
+        pins_digest=digest, newest_run_time=newest_run)).inserted_primary_key[0]
     before = _previous(conn, run_id, given)
     _judge_pinned(conn, where, allow_loaded, prev, params | {
         "run": run_id, "tol": tolerance, "min_diff": min_diff, "now": now, "top": folded.upto,
@@ -278,4 +279,4 @@ def _earlier(conn, folded: cells.Folded, parsed: dict, given: str) -> tuple[Earl
     if prev is None or not folded.found or prev.upto != folded.found or prev.filters != given:
         return None
     touched = {parsed[k][0] for k in folded.new}
-    return earlier(conn, prev.id, prev.upto, touched), Kept(prev.id, prev.upto)
+    return earlier(conn, prev.id, prev.upto, touched), Kept(prev.id, prev.upto, prev.newest_run_time)

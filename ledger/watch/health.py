@@ -63,19 +63,24 @@ _COLUMNS = tuple(dict.fromkeys((*_COLUMNS, *RECOMPILED_COLUMNS)))
 
 @dataclass
 class Kept:
-    """The previous check run, where its health findings stand for what has no row since."""
+    """The previous check run, where its health findings stand for what has no row since;
+    `newest`: its check_runs.newest_run_time (None: not known)."""
 
     run_id: int
     upto: int
+    newest: str | None = None
 
 
-def health_findings(conn, filters: dict | None, below_s: float, kept: Kept | None) -> list[Finding]:
-    """Every health finding, oldest row first."""
+def health_findings(conn, filters: dict | None, below_s: float, kept: Kept | None) -> tuple[list[Finding], str]:
+    """Every health finding, oldest row first; and the newest time of an ok row with a run
+    id (up to the last row, under the filters; '' for none), for the next check."""
     where, params = filter_sql(filters, "r")
     if kept is None:
-        runs, keys, carried, redo = _every_run(conn, where, params), _churn_keys(conn, where, params, 0), [], {}
+        times = _run_times(conn, where, params)
+        runs, keys, carried, redo = _newest_runs(times), _churn_keys(conn, where, params, 0), [], {}
+        newest = max((t for _, _, t in times), default="")
     else:
-        runs, keys, carried, redo = _since(conn, where, params, kept)
+        runs, keys, carried, redo, newest = _since(conn, where, params, kept)
     found = list(carried)
     by_run = _rows_by(conn, "run_id", runs, where, params)
     unwritten = {r["cache_key"] for rows in by_run.values() for r in _unwritten(rows)}
@@ -93,7 +98,7 @@ def health_findings(conn, filters: dict | None, below_s: float, kept: Kept | Non
             whole.discard(key)
     for rows in _rows_by(conn, "cache_key", whole, where, params).values():
         found += churn.evicted(rows, pruned)
-    return sorted(found, key=lambda f: f.row_id)
+    return sorted(found, key=lambda f: f.row_id), newest
 
 
 # On SQLite `column || '' IS NOT NULL`: `column IS NOT NULL` that no index serves. For a test
@@ -105,22 +110,12 @@ def _present(conn, column: str) -> str:
     return f"{column} || '' IS NOT NULL" if conn.dialect.name == "sqlite" else f"{column} IS NOT NULL"
 
 
-def _every_run(conn, where: str, params: dict, runs: set[str] | None = None) -> set[str]:
-    """The newest run of every program (of these runs, where given), in SQL: a run's rows
-    are never fetched to find it."""
-    return _newest_runs(_run_times(conn, where, params, runs))
-
-
-def _run_times(conn, where: str, params: dict, runs: set[str] | None = None):
-    """(program, run_id, t): each program's ok rows in each run (of these runs, where
-    given), with the newest one's time."""
-    def sql(among: str) -> str:
-        return (f"SELECT {PROGRAM_SQL} AS program, r.run_id, MAX({time_sql('r')}) AS t FROM compile_records r"
-                f" WHERE {_present(conn, 'r.run_id')}{among} AND {ok_sql('r')}{where} GROUP BY {PROGRAM_SQL}, r.run_id")
-
-    found = (conn.execute(sa.text(sql("")), params).mappings() if runs is None
-             else rows_in(conn, sql(" AND r.run_id IN :among"), "among", sorted(runs), params))
-    return [(r["program"], r["run_id"], r["t"]) for r in found]
+def _run_times(conn, where: str, params: dict) -> list[tuple]:
+    """(program, run_id, t): each program's ok rows in each run, with the newest one's time,
+    in SQL: a run's rows are never fetched to find it."""
+    sql = (f"SELECT {PROGRAM_SQL} AS program, r.run_id, MAX({time_sql('r')}) AS t FROM compile_records r"
+           f" WHERE {_present(conn, 'r.run_id')} AND {ok_sql('r')}{where} GROUP BY {PROGRAM_SQL}, r.run_id")
+    return [tuple(r) for r in conn.execute(sa.text(sql), params)]
 
 
 def _newest_runs(times) -> set[str]:
@@ -143,17 +138,23 @@ def _churn_keys(conn, where: str, params: dict, above: int) -> set[str]:
     return {key for key, settings in rows if max_size(settings) is not None}
 
 
-def _since(conn, where: str, params: dict, kept: Kept) -> tuple[set[str], set[str], list[Finding], dict]:
+def _since(conn, where: str, params: dict, kept: Kept) -> tuple[set[str], set[str], list[Finding], dict, str]:
     """The newest run of each program with new rows, the churn keys of the new rows, the
-    previous run's health findings of programs and keys with nothing new, and its evicted
-    findings of keys with new rows, by key."""
+    previous run's health findings of programs and keys with nothing new, its evicted
+    findings of keys with new rows, by key, and the newest time of an ok row in a run."""
     sql = (f"SELECT {PROGRAM_SQL} AS program, r.run_id, r.cache_key, MAX(CASE WHEN {ok_sql('r')}"
            f" THEN {time_sql('r')} END) AS t FROM compile_records r WHERE r.id > :above{where}"
            f" GROUP BY {PROGRAM_SQL}, r.run_id, r.cache_key")
     new = list(conn.execute(sa.text(sql), params | {"above": kept.upto}).mappings())
     programs = {r["program"] for r in new if r["run_id"] is not None}
     touched_keys = {r["cache_key"] for r in new if r["cache_key"] is not None}
-    runs = _newest_runs(_times_since(conn, where, params, kept.upto, [r for r in new if r["run_id"] is not None]))
+    in_runs = [r for r in new if r["run_id"] is not None]
+    before = kept.newest if kept.newest is not None else _newest_time(conn, where, params, kept.upto)
+    times = _new_times(in_runs, before)
+    if times is None:  # a program's new rows are not all newer than every older row: every run of it is read
+        times = [t for t in _run_times(conn, where, params) if t[0] in programs]
+    runs = _newest_runs(times)
+    newest = max([before, *(r["t"] for r in in_runs if r["t"] is not None)])
     keys = _churn_keys(conn, where, params, kept.upto)
     earlier = _earlier(conn, kept.run_id)
     carried, redo = [], {}
@@ -164,24 +165,34 @@ def _since(conn, where: str, params: dict, kept: Kept) -> tuple[set[str], set[st
         elif f.verdict == EVICTED:
             keys.add(row["cache_key"])  # an entry with new rows: its churn counted again
             redo.setdefault(row["cache_key"], []).append(f)
-    return runs, keys, carried, redo
+    return runs, keys, carried, redo, newest
 
 
-def _times_since(conn, where: str, params: dict, upto: int, new: list) -> list[tuple]:
-    """_run_times of the runs of the rows above `upto` (`new`: their program, run, key and
-    newest ok time). A run with no row at or below `upto` has them all among `new`: its
-    times come from there. Only a run that began before (its first row, through the index
-    on run_id, at or below `upto`) is read whole (it was 0.1 s of a daily check to read
-    every run's rows: 160 runs, 49,600 rows at 1M)."""
-    begun = {r["run_id"] for r in rows_in(
-        conn, "SELECT run_id FROM compile_records WHERE run_id IN :among GROUP BY run_id HAVING MIN(id) <= :upto",
-        "among", sorted({r["run_id"] for r in new}), {"upto": upto})}
+def _newest_time(conn, where: str, params: dict, upto: int) -> str:
+    """The newest time of an ok row with a run id at or below row `upto` ('' for none): a
+    scan, once, where the last check run kept none (one from before revision 0022)."""
+    sql = (f"SELECT MAX({time_sql('r')}) FROM compile_records r WHERE r.id <= :upto AND {_present(conn, 'r.run_id')}"
+           f" AND {ok_sql('r')}{where}")
+    return conn.execute(sa.text(sql), params | {"upto": upto}).scalar() or ""
+
+
+def _new_times(new: list, before: str) -> list[tuple] | None:
+    """_run_times of the programs of the new rows (`new`: their program, run, key and
+    newest ok time), from the new rows alone, where that is exact: each program's new rows
+    hold a time newer than `before`, the newest of every older row in a run, so no older
+    row is its newest run's (a run's older rows, or a run without new rows: reading those
+    was 0.13 s of a daily check at 1M rows, 49,600 rows of runs a day long). Else None."""
     times: dict[tuple, str] = {}
     for r in new:
         pair = (r["program"], r["run_id"])
-        if r["run_id"] not in begun and r["t"] is not None and (pair not in times or r["t"] > times[pair]):
+        if r["t"] is not None and (pair not in times or r["t"] > times[pair]):
             times[pair] = r["t"]
-    return [(*pair, t) for pair, t in times.items()] + (_run_times(conn, where, params, begun) if begun else [])
+    newest: dict[str, str] = {}
+    for (program, _), t in times.items():
+        newest[program] = max(t, newest.get(program, t))
+    if any(newest.get(r["program"], "") <= before for r in new):
+        return None
+    return [(*pair, t) for pair, t in times.items()]
 
 
 def _earlier(conn, run_id: int) -> list[tuple[Finding, dict]]:
