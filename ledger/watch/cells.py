@@ -30,6 +30,7 @@ from ledger.filters import given
 from ledger.record import CACHE_CELL, COLD, NONE, WARM
 from ledger.rows import key_text, ok_sql, time_sql
 from ledger.storage import cell_ids, models
+from ledger.storage.batch import insert_rows, update_rows
 from ledger.storage.cell_ids import CELL_COLUMNS
 from ledger.storage.models import cache_cells, cache_cells_state, compile_records
 
@@ -164,12 +165,9 @@ def fold(conn) -> Folded:
     if top > upto:
         new = summarize(conn, upto, top)
         merged = {k: _combine(kept[k], s) if k in kept else s for k, s in new.items()}
-        changed = [{"key": k, **_columns(s)} for k, s in merged.items() if k in kept]
-        added = [{"cell_key": k, **_columns(s)} for k, s in merged.items() if k not in kept]
-        if changed:
-            conn.execute(sa.update(cache_cells).where(cache_cells.c.cell_key == sa.bindparam("key")), changed)
-        if added:
-            conn.execute(sa.insert(cache_cells), added)
+        update_rows(conn, cache_cells, "cell_key",
+                    [{"cell_key": k, **_columns(s)} for k, s in merged.items() if k in kept])
+        insert_rows(conn, cache_cells, [{"cell_key": k, **_columns(s)} for k, s in merged.items() if k not in kept])
         kept |= merged
     conn.execute(sa.delete(cache_cells_state))
     conn.execute(sa.insert(cache_cells_state).values(id=1, upto=top, cell_fields=_FIELDS))

@@ -22,6 +22,7 @@ from ledger.filters import filter_sql, refuse_unmatched
 from ledger.filters import given as filters_given
 from ledger.record import CACHE_CELL
 from ledger.rows import after_sql, key_values, pinnable_sql, time_sql, utc_now
+from ledger.storage.batch import insert_rows
 from ledger.storage.models import check_runs, pins, verdicts
 from ledger.watch import cells, grouped
 from ledger.watch.causes import fetch_rows
@@ -225,7 +226,7 @@ def judge(conn, *, tolerance: float = TOLERANCE, filters: dict | None = None, si
         "run": run_id, "tol": tolerance, "min_diff": min_diff, "now": now, "top": folded.upto,
         "above": prev.upto if prev else 0, "prev": prev.id if prev else 0})
     if found:
-        conn.execute(sa.insert(verdicts), _cache_verdicts(conn, found, run_id, now))
+        insert_rows(conn, verdicts, _cache_verdicts(conn, found, run_id, now))
     counts = dict(conn.execute(sa.select(verdicts.c.verdict, sa.func.sum(verdicts.c.n_rows))
                                .where(verdicts.c.check_run_id == run_id).group_by(verdicts.c.verdict)).all())
     exit_code = 1 if counts.get(REGRESSION) or any(f.fails for f in found) else 0
