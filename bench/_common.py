@@ -15,6 +15,25 @@ import time
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
+
+
+def _bytecode() -> None:
+    """Every `ledger` a bench times imports the package's bytecode, as a wheel's install
+    leaves it. Where PYTHONDONTWRITEBYTECODE is set (this machine, CI's) nothing writes the
+    checkout's, so each timed command compiled every module changed since from source
+    again: 5-7 ms each for the four modules of the watch a daily check's change had touched
+    (-X importtime). The Makefile's BYTECODE does the same before a test run."""
+    import compileall
+
+    import ledger
+
+    root = Path(ledger.__file__).parent
+    for where in (root, root.parent / "migrations"):
+        if where.is_dir():
+            compileall.compile_dir(where, quiet=2)
+
+
+_bytecode()
 TAGS = ["census-cold", "census-warm", "census-warm2", "prodigy-census-warm-retry", "mb_homo_cold_laxmap_gpu",
         "smoke", "a100-census-cold", "wiring-smoke", "matrix", "cache-warm"]
 TRANSFORMS = ["jit", "grad", "vag", "vmap", "vmap_vag", "laxmap_vag", "pyloop_vag"]
