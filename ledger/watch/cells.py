@@ -111,19 +111,29 @@ def cell_keys(values: dict[int, dict]) -> Callable[[int, str | None], str]:
     key's JSON is the cell's own with the dir's appended (a cell has rows under each of
     17 dirs, say)."""
     heads = {i: key_text(v, CELL_COLUMNS)[:-1] for i, v in values.items()}
-    return lambda cell_id, cache_dir: f"{heads[cell_id]},{json.dumps(cache_dir)}]"
+    dirs: dict[str | None, str] = {}  # each dir's JSON made once too
+
+    def key(cell_id: int, cache_dir: str | None) -> str:
+        text = dirs.get(cache_dir)
+        if text is None:
+            text = dirs[cache_dir] = json.dumps(cache_dir)
+        return f"{heads[cell_id]},{text}]"
+
+    return key
 
 
 def cell_values(conn, ids=None) -> dict[int, dict]:
     """{cell id: the cell's values} (ledger/storage/cell_ids.py), of the ids asked for
-    (500 a query), or of every cell (None: one query)."""
+    (500 a query), or of every cell (None: one query). More ids than one query's are read
+    as every cell (1,102 of 1,218 cells at 1M rows: 0.01 s in three queries, 0.005 s in one)."""
     select = sa.select(models.cells.c.id, *(models.cells.c[n] for n in CELL_COLUMNS))
-    if ids is None:
+    if ids is None or len(ids) > 500:
         found = conn.execute(select).mappings().all()
+        if ids is not None:
+            ids = set(ids)
+            found = [r for r in found if r["id"] in ids]
     else:
-        ids, found = sorted(ids), []
-        for start in range(0, len(ids), 500):
-            found += conn.execute(select.where(models.cells.c.id.in_(ids[start:start + 500]))).mappings().all()
+        found = conn.execute(select.where(models.cells.c.id.in_(sorted(ids)))).mappings().all() if ids else []
     return {r["id"]: {n: r[n] for n in CELL_COLUMNS} for r in found}
 
 
