@@ -65,3 +65,20 @@ def test_an_update_in_a_transaction_twice_leaves_no_scratch_table_behind(any_db)
                                                              "first_cold": None, "n_cold": n}])
         with ledger.engine.connect() as conn:
             assert _cells(conn) == {"k": ("2|cold", None, None, 2)}
+
+
+def test_where_no_temporary_table_may_be_made_an_update_is_statements(any_db, monkeypatch):
+    """A database with TEMPORARY revoked (a locked-down cluster's): update_rows writes by
+    statements instead, the same rows (on SQLite it always does)."""
+    from ledger.storage import batch
+
+    monkeypatch.setattr(batch, "_may_make_temporary_tables", lambda conn: False)
+    _at_head_(any_db)
+    with open_ledger(str(any_db), "write") as ledger:
+        with ledger.engine.begin() as conn:
+            insert_rows(conn, cache_cells, [{"cell_key": k, "newest": "a|warm", "last_warm": None, "first_cold": None,
+                                             "n_cold": 0} for k in ("k1", "k'\n2")])
+            update_rows(conn, cache_cells, "cell_key", [{"cell_key": "k'\n2", "newest": "b|cold", "last_warm": "x",
+                                                         "first_cold": None, "n_cold": 3}])
+        with ledger.engine.connect() as conn:
+            assert _cells(conn) == {"k1": ("a|warm", None, None, 0), "k'\n2": ("b|cold", "x", None, 3)}
