@@ -32,6 +32,7 @@ from ledger.rows import key_text, ok_sql, time_sql
 from ledger.storage import cell_ids, models
 from ledger.storage.batch import insert_rows, update_rows
 from ledger.storage.cell_ids import CELL_COLUMNS
+from ledger.storage.engine import planned
 from ledger.storage.models import cache_cells, cache_cells_state, compile_records
 
 _ID_PAD = 10**12  # ids as fixed-width text, so "timestamp<SEP>id" sorts as (timestamp, id)
@@ -99,7 +100,9 @@ def summarize(conn, above: int = 0, upto: int | None = None) -> dict[str, tuple]
     if d == "sqlite" and above == 0:
         # a sort of every ok row; SQLite's sorter can split it over worker threads
         conn.exec_driver_sql(f"PRAGMA threads = {min(8, os.cpu_count() or 1)}")
-    found = conn.execute(sa.text(sql), {"above": above, "upto": upto}).all()
+    # hashed on PostgreSQL: every row sorted by cell and dir took 1.22 s at 1M rows, the hash 0.90 s
+    with planned(conn, enable_sort="off"):
+        found = conn.execute(sa.text(sql), {"above": above, "upto": upto}).all()
     key = cell_keys(cell_values(conn, {r.cell_id for r in found}))
     return {key(r.cell_id, r.cache_dir): (r.newest, r.last_warm, r.first_cold, int(r.n_cold or 0)) for r in found}
 

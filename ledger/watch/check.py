@@ -23,6 +23,7 @@ from ledger.filters import given as filters_given
 from ledger.record import CACHE_CELL
 from ledger.rows import after_sql, key_values, pinnable_sql, time_sql, utc_now
 from ledger.storage.batch import insert_rows
+from ledger.storage.engine import planned
 from ledger.storage.models import check_runs, pins, verdicts
 from ledger.watch import cells, grouped
 from ledger.watch.causes import fetch_rows
@@ -90,12 +91,8 @@ def _judge_pinned(conn, where: str, allow_loaded: bool, prev, params: dict) -> N
     (4.6 s of a first check, each cell's rows fetched through the index out of order and
     each pin looked up per row, where a scan and hash joins take 1.9 s)."""
     new_only = bool(prev and prev.upto)
-    hashed = conn.dialect.name == "postgresql"
-    if hashed:
-        conn.exec_driver_sql("SET LOCAL enable_nestloop = off")
-    conn.execute(sa.text(_judge_sql(conn.dialect.name, where, allow_loaded, new_only)), params)
-    if hashed:
-        conn.exec_driver_sql("SET LOCAL enable_nestloop TO DEFAULT")
+    with planned(conn, enable_nestloop="off"):
+        conn.execute(sa.text(_judge_sql(conn.dialect.name, where, allow_loaded, new_only)), params)
 
 
 def _cache_verdicts(conn, found: list[Finding], run_id: int, now: str) -> list[dict]:

@@ -33,6 +33,7 @@ import sqlalchemy as sa
 from ledger.filters import filter_sql
 from ledger.record import COLD, NOT_PERSISTED_COMPILE_TIME, NOT_PERSISTED_PROCESS_INDEX, WARM
 from ledger.rows import ok_sql, oldest_first, time_sql
+from ledger.storage.engine import planned
 from ledger.storage.in_lists import rows_in
 from ledger.watch import churn
 from ledger.watch.causes import (
@@ -112,10 +113,12 @@ def _present(conn, column: str) -> str:
 
 def _run_times(conn, where: str, params: dict) -> list[tuple]:
     """(program, run_id, t): each program's ok rows in each run, with the newest one's time,
-    in SQL: a run's rows are never fetched to find it."""
+    in SQL: a run's rows are never fetched to find it. Hashed on PostgreSQL: sorting every
+    row by program and run took 1.06 s at 1M rows, the hash 0.45 s (a few thousand runs)."""
     sql = (f"SELECT {PROGRAM_SQL} AS program, r.run_id, MAX({time_sql('r')}) AS t FROM compile_records r"
            f" WHERE {_present(conn, 'r.run_id')} AND {ok_sql('r')}{where} GROUP BY {PROGRAM_SQL}, r.run_id")
-    return [tuple(r) for r in conn.execute(sa.text(sql), params)]
+    with planned(conn, enable_sort="off"):
+        return [tuple(r) for r in conn.execute(sa.text(sql), params)]
 
 
 def _newest_runs(times) -> set[str]:
