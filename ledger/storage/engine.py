@@ -87,7 +87,7 @@ def make_engine(url: str, *, read_only: bool = False, wal: bool = False) -> Engi
 def planned(conn, **settings: str):
     """PostgreSQL's planner settings (SET LOCAL) for the statements inside, put back after;
     nothing on SQLite. For the few statements whose rows the planner puts at a handful on
-    a big ledger (its default guess for `COALESCE(status, 'ok') = 'ok'` is 0.5% of them),
+    a big ledger (its default guess for the test of an ok row, rows.ok_sql, is 0.5% of them),
     so that it sorts or loops where a hash is far cheaper: each names what it saved."""
     if conn.dialect.name != "postgresql":
         yield
