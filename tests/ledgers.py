@@ -175,6 +175,15 @@ def _at_head(db: Path) -> None:
     shutil.copyfile(_HEAD[0], db)
 
 
+def at_head(db) -> None:
+    """`db` made a fresh ledger at head on its backend, as add() starts one: a copy of one
+    the chain built (for a case whose subject is not the revision chain)."""
+    if isinstance(db, PgDb):
+        pg_renew_at_head(db)
+    else:
+        _at_head(db)
+
+
 def add(db, tmp_path, *records) -> list[int]:
     """Import the records (a real `ledger import`) into a SQLite file or a PostgreSQL
     database; returns the new rows' ids. A new SQLite file or an empty PostgreSQL

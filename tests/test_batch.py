@@ -10,19 +10,10 @@ from ledger.storage.batch import insert_rows, update_rows
 from ledger.storage.models import cache_cells
 from ledger.storage.open import open_ledger
 
-from .conftest import PgDb
-from .ledgers import _at_head, pg_renew_at_head
+from .ledgers import at_head
 
 HOSTILE = ["it's", 'a "quoted" word', "line\nbreak", "tab\there", "back\\slash \\N", "\r\x01\x1f", "x" * 200_000,
            "ünïcödé ☃"]
-
-
-def _at_head_(db) -> None:
-    """A fresh ledger at head, as add() starts one (the revision chain is tested elsewhere)."""
-    if isinstance(db, PgDb):
-        pg_renew_at_head(db)
-    else:
-        _at_head(db)
 
 
 def _cells(conn) -> dict:
@@ -32,7 +23,7 @@ def _cells(conn) -> dict:
 def test_rows_inserted_and_updated_hold_every_value_as_given(any_db):
     rows = [{"cell_key": key, "newest": f"{key}|warm", "last_warm": None if i % 2 else key, "first_cold": key,
              "n_cold": i} for i, key in enumerate(HOSTILE)]
-    _at_head_(any_db)
+    at_head(any_db)
     with open_ledger(str(any_db), "write") as ledger:
         with ledger.engine.begin() as conn:
             insert_rows(conn, cache_cells, rows)
@@ -55,7 +46,7 @@ def test_rows_inserted_and_updated_hold_every_value_as_given(any_db):
 def test_an_update_in_a_transaction_twice_leaves_no_scratch_table_behind(any_db):
     """On PostgreSQL each update_rows makes and drops its own temporary table: twice in one
     transaction (a check run rolled back and run again in a test's) works."""
-    _at_head_(any_db)
+    at_head(any_db)
     with open_ledger(str(any_db), "write") as ledger:
         with ledger.engine.begin() as conn:
             insert_rows(conn, cache_cells, [{"cell_key": "k", "newest": "a|warm", "last_warm": None, "first_cold": None,
@@ -73,7 +64,7 @@ def test_where_no_temporary_table_may_be_made_an_update_is_statements(any_db, mo
     from ledger.storage import batch
 
     monkeypatch.setattr(batch, "_may_make_temporary_tables", lambda conn: False)
-    _at_head_(any_db)
+    at_head(any_db)
     with open_ledger(str(any_db), "write") as ledger:
         with ledger.engine.begin() as conn:
             insert_rows(conn, cache_cells, [{"cell_key": k, "newest": "a|warm", "last_warm": None, "first_cold": None,

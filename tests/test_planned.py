@@ -10,7 +10,7 @@ from ledger.storage.engine import planned
 from ledger.storage.open import open_ledger
 
 from .conftest import PgDb
-from .ledgers import _at_head, pg_renew_at_head
+from .ledgers import at_head
 
 
 def _setting(conn, name: str) -> str | None:
@@ -19,10 +19,7 @@ def _setting(conn, name: str) -> str | None:
 
 @pytest.mark.slow
 def test_a_setting_holds_inside_the_block_only(any_db):
-    if isinstance(any_db, PgDb):
-        pg_renew_at_head(any_db)
-    else:
-        _at_head(any_db)
+    at_head(any_db)
     seen = []
     with open_ledger(str(any_db), "write") as ledger, ledger.engine.begin() as conn:
         conn.exec_driver_sql("SELECT 1")
