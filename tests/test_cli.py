@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ledger.cli import commands
 from ledger.storage.revisions import HEAD
 
 from .conftest import (
@@ -61,6 +62,37 @@ def test_a_query_imports_neither_pydantic_nor_jax_nor_sqlalchemy(tmp_path):
     db = tmp_path / "x.db"
     add(db, tmp_path, rec())
     assert _heavy_imported_by(["sql", "SELECT count(*) AS n FROM compile_records", "--db", str(db)], "1") == "[]"
+
+
+def test_the_command_a_run_names_is_found_past_the_root_options():
+    assert [commands.named_in(argv) for argv in (["check", "--db", "x"], ["--traceback", "cache", "prune"],
+                                                  ["--help"], ["chek"], [], ["--traceback"])] == \
+        ["check", "cache", None, None, None, None]
+
+
+def test_one_command_app_holds_that_command_alone_and_the_whole_app_every_one_in_order():
+    one, group = commands.ledger_app("check"), commands.ledger_app("cache")
+    assert [c.name for c in one.registered_commands] == ["check"] and one.registered_groups == []
+    assert group.registered_commands == [] and [g.name for g in group.registered_groups] == ["cache"]
+    whole = commands.ledger_app()
+    assert sorted(c.name for c in whole.registered_commands) + sorted(g.name for g in whole.registered_groups) == \
+        sorted(n for n, _, f in commands.ENTRIES if f) + sorted(n for n, _, f in commands.ENTRIES if not f)
+
+
+@pytest.mark.slow  # a fresh interpreter
+def test_a_run_of_one_command_imports_no_other_commands_module(tmp_path):
+    """The entry point builds just the command it runs (Typer reads every command's
+    signature at start: 40 ms for all of them)."""
+    db = tmp_path / "x.db"
+    add(db, tmp_path, rec())
+    code = ("import sys\nfrom ledger.cli import main\n"
+            f"sys.argv = ['ledger', '--traceback', 'sql', 'SELECT count(*) AS n FROM compile_records', '--db', {str(db)!r}]\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    assert e.code == 0, e.code\n"
+            "print(sorted(m for m in sys.modules if m.startswith('ledger.cli.')))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[-2].strip() == "1"
+    modules = {m.removeprefix("ledger.cli.") for m in eval(out[-1])}
+    assert modules & {module for _, module, _ in commands.ENTRIES} == {"sql"}, modules
 
 
 @pytest.mark.slow

@@ -5,7 +5,8 @@ errors are LedgerError, turned into one line on stderr and a non-zero exit at th
 root (ledger/cli/group.py); `--traceback` shows the traceback instead. Heavy imports
 (SQLAlchemy, alembic, jax) happen inside commands so `ledger --help` stays fast.
 
-The app and its commands are in ledger/cli/commands.py, loaded on first use: `ledger record`
+The app and its commands are in ledger/cli/commands.py, loaded on first use; a run builds
+just the command it names (commands.ledger_app), not every command's parameters. `ledger record`
 starts alone (ledger/cli/record.py), since what it costs before the program runs is
 added to every recorded run.
 """
@@ -32,8 +33,11 @@ def main() -> None:
 
         record_alone(sys.argv[2:])
         return
-    from ledger.cli.commands import app
+    from ledger.cli import commands
     from ledger.output import end_output, mark_stdout
+
+    named = commands.named_in(sys.argv[1:])
+    app = commands.ledger_app(named) if named else commands.app
 
     mark_stdout()  # a write error of stdout is one line (ledger/output.py), not a traceback
     try:
