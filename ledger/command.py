@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ledger import gc_pause
 from ledger.errors import LedgerError
 
 
@@ -260,7 +261,9 @@ def import_json(paths: Iterable, db=None, *, skip_invalid: bool = False, progres
     files = find_json_files([Path(p) for p in paths])  # a missing path fails before any database is made
     # The readers start before the ledger opens (SQLAlchemy's import, the revision gate:
     # half a second) and parse meanwhile; none inherits a database connection.
-    with reading(files, skip_invalid, progress) as parts, _open(db, "write", take_in=True) as ledger:
+    # The collector paused: the forked readers inherit the pause (ledger/gc_pause.py).
+    with gc_pause.paused(), reading(files, skip_invalid, progress) as parts, \
+            _open(db, "write", take_in=True) as ledger:
         from ledger.legacy.importer import import_parts
 
         return import_parts(ledger.engine, files, parts)

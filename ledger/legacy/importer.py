@@ -20,6 +20,7 @@ from pathlib import Path
 from sqlalchemy import func, select, text
 from sqlalchemy.engine import Connection, Engine
 
+from ledger import gc_pause
 from ledger.legacy.cache_rule import backfill_sql
 from ledger.legacy.reading import STATED_COLUMNS, Batch, Parts, find_json_files, reading
 from ledger.storage import cell_ids
@@ -80,7 +81,7 @@ def import_paths(
     """Import every record under `paths` in one transaction: all or nothing."""
     files = find_json_files(paths)
     engine.dispose()  # no open database connection may cross into forked readers
-    with reading(files, skip_invalid, progress) as parts:
+    with gc_pause.paused(), reading(files, skip_invalid, progress) as parts:
         return import_parts(engine, files, parts)
 
 

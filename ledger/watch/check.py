@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
+from ledger import gc_pause
 from ledger.filters import filter_sql, refuse_unmatched
 from ledger.filters import given as filters_given
 from ledger.record import CACHE_CELL
@@ -99,7 +100,7 @@ def _cache_verdicts(conn, found: list[Finding], run_id: int, now: str) -> list[d
     """The cache findings as verdict rows, each linked to the pin of the warm key it
     is read against (where pinned), with what the row costs against that pin."""
     rows = fetch_rows(conn, [i for f in found for i in (f.row_id, f.versus_id) if i is not None])
-    pinned = {r.pin_key: r for r in conn.execute(sa.select(pins.c.id, pins.c.pin_key, pins.c.compile_s))}
+    pinned = {r.pin_key: r for r in conn.execute(sa.select(pins.c.id, pins.c.pin_key, pins.c.compile_s)).all()}
     out = []
     for f in found:
         row, pin = rows[f.row_id], link_pin(pinned, rows, f)
@@ -156,7 +157,7 @@ def stored_findings(conn, run_id: int) -> list[dict]:
     sql = (f"SELECT {cols}, {key} FROM verdicts v JOIN compile_records r ON r.id = v.row_id"
            " LEFT JOIN pins p ON p.id = v.pin_id"
            f" WHERE v.check_run_id = :run AND v.verdict <> '{OK}' ORDER BY {order_sql()}, v.id")
-    found = [dict(r) for r in conn.execute(sa.text(sql), {"run": run_id}).mappings()]
+    found = [dict(r) for r in conn.execute(sa.text(sql), {"run": run_id}).mappings().all()]
     for f in found:
         f["mixed_precision"] = key_values(f, ["mixed_precision"])[0]
         facts = f["facts"] = json.loads(f["facts"]) if f["facts"] else {}
@@ -190,7 +191,7 @@ def run_check(engine, *, tolerance: float = TOLERANCE, filters: dict | None = No
     them, and a check that fails leaves them as they were. The pinned rows the
     previous run judged are not judged again where its verdicts still stand
     (_reusable); `rejudge` judges every row regardless."""
-    with engine.begin() as conn:
+    with gc_pause.paused(), engine.begin() as conn:
         return judge(conn, tolerance=tolerance, filters=filters, since=since, min_diff=min_diff, rejudge=rejudge,
                      below_s=below_s, allow_loaded=allow_loaded)
 
@@ -251,7 +252,7 @@ def _said_by(conn, run_id: int) -> set[tuple]:
     """What a run's stored findings said (_SAID of each), read as those three columns
     only: a tenth of stored_findings' time (no join, no facts parsed)."""
     sql = f"SELECT {', '.join(_SAID)} FROM verdicts WHERE check_run_id = :run AND verdict <> '{OK}'"
-    return {tuple(r) for r in conn.execute(sa.text(sql), {"run": run_id})}
+    return {tuple(r) for r in conn.execute(sa.text(sql), {"run": run_id}).all()}
 
 
 def pins_digest(conn) -> str:
