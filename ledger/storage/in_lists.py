@@ -28,4 +28,4 @@ def rows_in(conn, sql: str, name: str, values, params: dict | None = None):
     turn, in the order given; nothing is queried for no values."""
     stmt, values = with_lists(sql, name), list(values)
     for start in range(0, len(values), CHUNK):
-        yield from conn.execute(stmt, (params or {}) | {name: values[start:start + CHUNK]}).mappings()
+        yield from conn.execute(stmt, (params or {}) | {name: values[start:start + CHUNK]}).mappings().all()

@@ -222,7 +222,7 @@ def _columns(s: tuple) -> dict:
 
 def stored(conn) -> dict[str, tuple]:
     """The cells as kept (for the check, after a fold; and for tests)."""
-    return {r.cell_key: tuple(r[1:]) for r in conn.execute(sa.select(cache_cells))}
+    return {r[0]: tuple(r[1:]) for r in conn.execute(sa.select(cache_cells)).all()}
 
 
 def split_newest(newest: str) -> tuple[str, str]:

@@ -104,7 +104,7 @@ def earlier(conn, run_id: int, upto: int, touched: set[tuple]) -> Earlier:
     sql = (f"SELECT v.verdict, v.row_id, v.facts, {cols} FROM verdicts v JOIN compile_records r ON r.id = v.row_id"
            f" WHERE v.check_run_id = :run AND v.verdict NOT IN ({others})")
     found: dict[tuple, list[Finding]] = {}
-    for r in conn.execute(sa.text(sql), {"run": run_id}).mappings():
+    for r in conn.execute(sa.text(sql), {"run": run_id}).mappings().all():
         if not r["facts"]:
             return Earlier(upto, {}, {"*"})  # a run before facts were kept: judge every lineage
         found.setdefault(lineage_key(r), []).append(Finding.from_facts(r["verdict"], r["row_id"],
@@ -291,7 +291,7 @@ def _rows_by_cell(conn, mine: dict[tuple, list[int]], starts: dict[tuple, str | 
     for bounded in (False, True):
         part = [(lineage, ids) for lineage, ids in mine.items() if (starts[lineage] is not None) == bounded]
         for chunk in _chunks(part, 500):  # a lineage's cells in one query, so its rows stay in order
-            for r in conn.execute(*_cells_sql(conn.dialect.name, chunk, starts, cols, above, bounded)):
+            for r in conn.execute(*_cells_sql(conn.dialect.name, chunk, starts, cols, above, bounded)).all():
                 out[lineage_of[r[0]]].append(dict(zip(cols, r)))
     return out
 

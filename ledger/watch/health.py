@@ -137,7 +137,7 @@ def _churn_keys(conn, where: str, params: dict, above: int) -> set[str]:
     sql = (f"SELECT r.cache_key, r.jax_cache_settings FROM compile_records r WHERE r.id > :above"
            f" AND r.cache_state = '{COLD}' AND {_present(conn, 'r.cache_key')} AND r.jax_cache_settings LIKE :like{where}"
            " GROUP BY r.jax_cache_settings, r.cache_key")
-    rows = conn.execute(sa.text(sql), params | {"above": above, "like": f'%"{MAX_SIZE}"%'})
+    rows = conn.execute(sa.text(sql), params | {"above": above, "like": f'%"{MAX_SIZE}"%'}).all()
     return {key for key, settings in rows if max_size(settings) is not None}
 
 
@@ -148,7 +148,7 @@ def _since(conn, where: str, params: dict, kept: Kept) -> tuple[set[str], set[st
     sql = (f"SELECT {PROGRAM_SQL} AS program, r.run_id, r.cache_key, MAX(CASE WHEN {ok_sql('r')}"
            f" THEN {time_sql('r')} END) AS t FROM compile_records r WHERE r.id > :above{where}"
            f" GROUP BY {PROGRAM_SQL}, r.run_id, r.cache_key")
-    new = list(conn.execute(sa.text(sql), params | {"above": kept.upto}).mappings())
+    new = conn.execute(sa.text(sql), params | {"above": kept.upto}).mappings().all()
     programs = {r["program"] for r in new if r["run_id"] is not None}
     touched_keys = {r["cache_key"] for r in new if r["cache_key"] is not None}
     in_runs = [r for r in new if r["run_id"] is not None]
@@ -205,7 +205,7 @@ def _earlier(conn, run_id: int) -> list[tuple[Finding, dict]]:
     sql = (f"SELECT v.verdict, v.row_id, v.facts, {PROGRAM_SQL} AS program, r.cache_key FROM verdicts v"
            f" JOIN compile_records r ON r.id = v.row_id WHERE v.check_run_id = :run AND v.verdict IN ({kinds})")
     return [(Finding.from_facts(r["verdict"], r["row_id"], json.loads(r["facts"])), dict(r))
-            for r in conn.execute(sa.text(sql), {"run": run_id}).mappings() if r["facts"]]
+            for r in conn.execute(sa.text(sql), {"run": run_id}).mappings().all() if r["facts"]]
 
 
 def _rows_by(conn, column: str, values: set[str], where: str, params: dict, above: int = 0) -> dict[str, list[dict]]:
