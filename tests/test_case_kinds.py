@@ -201,3 +201,12 @@ def test_the_fast_tier_fails_a_case_over_its_cpu_or_wall_budget(tmp_path):
                     ("test_works_too_long", "test_waits_too_long"))
     assert works.startswith("0.7") and waits.startswith("0.0"), errors
     assert _pytest(tmp_path).returncode == 0  # outside the tier, no budget
+
+
+def test_the_budget_stretches_for_a_busy_or_slow_machine_and_never_past_twice():
+    from .fast_budget import BUSY, REFERENCE_S, stretch
+
+    quiet, busy = BUSY / 2, BUSY + 1
+    assert [stretch(quiet, REFERENCE_S), stretch(quiet, REFERENCE_S / 2), stretch(quiet, REFERENCE_S * 1.5),
+            stretch(busy, REFERENCE_S), stretch(busy, REFERENCE_S * 1.5), stretch(quiet, REFERENCE_S * 10)] == \
+        [1.0, 1.0, 1.5, 2.0, 2.0, 2.0]
