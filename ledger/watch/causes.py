@@ -178,12 +178,19 @@ def cold_cause(cold: dict, warm: dict, prunes: list[dict]) -> Cause:
     return cause
 
 
-def prunes_of(conn, keys) -> dict[str, list[dict]]:
-    """key -> the cache_prunes rows removing it (newest first)."""
+def has_prunes(conn) -> bool:
+    """Whether the ledger has cache_prunes: the table is revision 0014's, and an older
+    ledger has no prunes to name."""
+    return sa.inspect(conn).has_table("cache_prunes")
+
+
+def prunes_of(conn, keys, present: bool | None = None) -> dict[str, list[dict]]:
+    """key -> the cache_prunes rows removing it (newest first). `present`: has_prunes, where
+    the caller knows it (a check asks for one key at a time, two dozen times)."""
     keys = sorted({k for k in keys if k})
     out: dict[str, list[dict]] = {}
-    if not keys or not sa.inspect(conn).has_table("cache_prunes"):
-        return out  # the table is revision 0014's: an older ledger has no prunes to name
+    if not keys or not (has_prunes(conn) if present is None else present):
+        return out
     sql = ("SELECT cache_dir, cache_key, pruned_at, reason FROM cache_prunes WHERE cache_key IN :keys"
            " ORDER BY pruned_at DESC, id DESC")
     for r in rows_in(conn, sql, "keys", keys):

@@ -42,6 +42,7 @@ from ledger.watch.causes import (
     Cause,
     cold_cause,
     fetch_rows,
+    has_prunes,
     prunes_of,
     run_of,
     streak_cause,
@@ -97,6 +98,7 @@ class Evidence:
 
     def __init__(self, conn):
         self.conn, self._rows, self._prunes = conn, {}, {}
+        self._has_prunes: bool | None = None
 
     def rows(self, *ids: int) -> list[dict]:
         missing = [i for i in ids if i not in self._rows]
@@ -108,7 +110,9 @@ class Evidence:
         if not key:
             return []
         if key not in self._prunes:
-            self._prunes.update(prunes_of(self.conn, [key]))
+            if self._has_prunes is None:
+                self._has_prunes = has_prunes(self.conn)
+            self._prunes.update(prunes_of(self.conn, [key], self._has_prunes))
             self._prunes.setdefault(key, [])
         return self._prunes[key]
 
