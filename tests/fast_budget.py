@@ -47,7 +47,7 @@ import pytest
 BUDGET_S = 0.3
 WAIT_S = 1.5
 BUSY = 2.0  # load average per core
-LOG_ENV = "LEDGER_FAST_BUDGET_LOG"  # a file: each case's CPU and wall time and the load appended, to see the margins
+LOG_ENV = "LEDGER_FAST_BUDGET_LOG"  # a file: each case's CPU and wall time, the load and the yardstick appended
 SWEEP_EVERY = 25
 _SWEEP = [0]
 # what _yardstick() takes on a machine the budget fits: chosen from that day's 50-100 ms,

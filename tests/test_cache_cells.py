@@ -32,31 +32,26 @@ def _pinned_verdicts(conn, run_id: int) -> set:
 
 
 def assert_check_matches_a_recompute(engine) -> None:
-    """A check (which folds the cells, and may take its previous run's verdicts) against
-    the same check judging every row from nothing, in a transaction rolled back."""
-    stored_run = run_check(engine).run_id
+    """A check (which folds the cells, and may take its previous run's verdicts and cache
+    findings) against the same check judging every row from nothing, in a transaction rolled
+    back: the same pinned verdicts, the same cache findings line for line, the same newest
+    time in a run; and the kept cells as a recompute makes them."""
+    stored = run_check(engine)
     with engine.connect() as conn:
-        stored = _pinned_verdicts(conn, stored_run)
+        pinned = _pinned_verdicts(conn, stored.run_id)
     with engine.connect() as conn, conn.begin() as txn:
-        fresh_run = judge(conn, rejudge=True).run_id
-        assert _pinned_verdicts(conn, fresh_run) == stored
+        fresh = judge(conn, rejudge=True)
+        assert _pinned_verdicts(conn, fresh.run_id) == pinned
+        assert _said(stored) == _said(fresh)
         # the newest time in a run (0022), carried from run to run, as reading every row finds it
         bound = "SELECT newest_run_time FROM check_runs WHERE id = :id"
-        assert conn.execute(sa.text(bound), {"id": stored_run}).scalar() == \
-            conn.execute(sa.text(bound), {"id": fresh_run}).scalar()
+        assert conn.execute(sa.text(bound), {"id": stored.run_id}).scalar() == \
+            conn.execute(sa.text(bound), {"id": fresh.run_id}).scalar()
         txn.rollback()
     with engine.connect() as conn:
         assert cells.stored(conn) == cells.summarize(conn)
         top = conn.execute(sa.text("SELECT COALESCE(MAX(id), 0) FROM compile_records")).scalar()
         assert conn.execute(sa.text("SELECT upto FROM cache_cells_state")).scalar() == top
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("backend", BACKENDS)
-@settings(max_examples=examples(25), suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ops=operations)
-def test_kept_cells_and_verdicts_equal_a_recompute_after_any_writes(backend, ops):
-    replay(backend, ops, assert_check_matches_a_recompute)
 
 
 def replay(backend, ops, holds, at_end: int = 1) -> None:
@@ -342,15 +337,15 @@ cache_writes = st.lists(st.tuples(st.one_of(
 ), st.booleans()), min_size=1, max_size=8)
 
 
+# One property over both kinds of writes: each example's checks are held to a recompute in
+# every respect at once (the pinned verdicts, the cache findings, the cells), not replayed once
+# per respect: two properties of 25 examples, each over one kind of writes, cost more than this.
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
-@settings(max_examples=examples(25), suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ops=cache_writes)
-def test_the_cache_findings_a_check_takes_from_its_last_run_equal_a_recompute(backend, ops):
-    def holds(engine) -> None:
-        assert _said(run_check(engine)) == _from_nothing(engine)
-
-    replay(backend, ops, holds, at_end=2)  # the second takes every cell from the first
+@settings(max_examples=examples(30), suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=operations | cache_writes)
+def test_kept_cells_verdicts_and_cache_findings_equal_a_recompute_after_any_writes(backend, ops):
+    replay(backend, ops, assert_check_matches_a_recompute, at_end=2)  # the second takes every cell from the first
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
