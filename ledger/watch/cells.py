@@ -229,7 +229,7 @@ def stored(conn) -> dict[str, tuple]:
 
 def split_newest(newest: str) -> tuple[str, str]:
     """A summary's newest ("stamp|state") as (stamp, state)."""
-    stamp, state = newest.rsplit("|", 1)
+    stamp, _, state = newest.rpartition("|")  # as newest_state reads it
     return stamp, state
 
 
