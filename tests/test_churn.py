@@ -45,6 +45,16 @@ def _facts(found) -> list[str]:
                               f.cost_s, f.extra], sort_keys=True) for f in found)
 
 
+def test_a_fold_counts_on_and_leaves_the_state_it_was_given_as_it_was():
+    rows = _ordered([{"cache_state": state, "hostname": "node1", "cache_dir": "/c1", "jax_cache_settings": LIMIT,
+                      "timestamp": f"2026-07-0{i + 1}T10:00:00", "compile_s": 2.0, "run_id": None}
+                     for i, state in enumerate(["warm", "cold", "warm", "cold", "warm", "cold"])])
+    state = churn.fold(churn._empty("jit_f-k1", "node1", "/c1"), rows[:4], [])
+    given_state = json.dumps(state, sort_keys=True)
+    assert (state["times"], churn.fold(state, rows[4:], [])["times"]) == (2, 3)
+    assert json.dumps(state, sort_keys=True) == given_state
+
+
 @pytest.mark.slow  # a property test
 @settings(max_examples=examples(300))
 @given(rows=entry_rows, cut=st.integers(0, 14))

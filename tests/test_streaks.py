@@ -50,7 +50,10 @@ def test_a_state_folded_from_the_rows_since_is_the_state_of_every_row(rows, cut)
     old, new = rows[:cut], rows[cut:]
     before = {streaks.run_key(r) for r in old}
     seen = {streaks.run_key(r) for r in new} & before  # what check asks the ledger
-    folded = streaks.fold(streaks.of("0.10.2", old), new, seen)
+    state = streaks.of("0.10.2", old)
+    given_state = json.dumps(state, sort_keys=True)
+    folded = streaks.fold(state, new, seen)
+    assert json.dumps(state, sort_keys=True) == given_state  # the state given is left as it was
     last = streaks.run_key(old[-1]) if old else None
     if new and streaks.run_key(new[-1]) in before and streaks.run_key(new[-1]) != last:
         assert folded is None  # an older run the newest again: its seconds are not in the state

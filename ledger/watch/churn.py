@@ -13,8 +13,6 @@ already counted).
 
 from __future__ import annotations
 
-import copy
-
 from ledger.record import COLD, WARM
 from ledger.watch.causes import C_CHURN, Cause, max_size, pruned_between
 from ledger.watch.judge import Finding, program_of
@@ -39,7 +37,7 @@ def fold(state: dict, rows: list[dict], prunes: list[dict]) -> dict:
     """`state` with an entry's `rows` (oldest first, every one after the state's newest)
     added: each cold row right after a warm one, under a size limit, with no prune of the
     key from the dir between them, is an eviction."""
-    s = copy.deepcopy(state)
+    s = dict(state)  # every value the fold changes it replaces whole: `state` is left as it was
     for r in rows:
         limit, warm = max_size(r["jax_cache_settings"]), s["warm"]
         if r["cache_state"] == COLD and warm is not None and limit is not None and pruned_between(
