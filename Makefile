@@ -22,9 +22,9 @@ XDIST = $(if $(filter 1,$(JOBS)),-p no:xdist,-n $(JOBS))
 
 # Where PYTHONDONTWRITEBYTECODE is set (this machine, CI's), nothing writes the
 # checkout's bytecode, and every `ledger` a case starts, and every revision the chain
-# loads, compiles its modules from source again: write it once before a run (a wheel's
-# install writes its own).
-BYTECODE = $(BIN)/python -m compileall -q ledger migrations
+# loads, compiles its modules (ledger/, probes/: the package ledger.probes, migrations/)
+# from source again: write them once before a run (a wheel's install writes its own).
+BYTECODE = $(BIN)/python -m compileall -q ledger migrations probes
 
 FAST = not jax and not slow and not postgresql and not slurm and not chromium
 FAST_PASSED := $(VENV)/.fast-tier-passed

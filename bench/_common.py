@@ -22,13 +22,15 @@ def _bytecode() -> None:
     leaves it. Where PYTHONDONTWRITEBYTECODE is set (this machine, CI's) nothing writes the
     checkout's, so each timed command compiled every module changed since from source
     again: 5-7 ms each for the four modules of the watch a daily check's change had touched
-    (-X importtime). The Makefile's BYTECODE does the same before a test run."""
+    (-X importtime), and probes/ (the package `ledger.probes`) every time: 8-11 ms of each
+    check's start-up for probes/jax_internals.py alone, which a wheel never pays. The
+    Makefile's BYTECODE does the same before a test run."""
     import compileall
 
     import ledger
 
     root = Path(ledger.__file__).parent
-    for where in (root, root.parent / "migrations"):
+    for where in (root, root.parent / "migrations", root.parent / "probes"):
         if where.is_dir():
             compileall.compile_dir(where, quiet=2)
 
