@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from ledger import gc_pause
 from ledger.filters import filter_sql, refuse_unmatched
 from ledger.filters import given as filters_given
-from ledger.record import CACHE_CELL
+from ledger.record import CACHE_CELL, COMPARABILITY_KEY
 from ledger.rows import after_sql, key_values, pinnable_sql, time_sql, utc_now
 from ledger.storage.batch import insert_rows
 from ledger.storage.engine import planned
@@ -96,10 +96,14 @@ def _judge_pinned(conn, where: str, allow_loaded: bool, prev, params: dict) -> N
         conn.execute(sa.text(_judge_sql(conn.dialect.name, where, allow_loaded, new_only)), params)
 
 
+# what a cache verdict reads of its row and of the warm row it is read against (link_pin)
+_LINKED = ("id", "compile_s", *COMPARABILITY_KEY)
+
+
 def _cache_verdicts(conn, found: list[Finding], run_id: int, now: str) -> list[dict]:
     """The cache findings as verdict rows, each linked to the pin of the warm key it
     is read against (where pinned), with what the row costs against that pin."""
-    rows = fetch_rows(conn, [i for f in found for i in (f.row_id, f.versus_id) if i is not None])
+    rows = fetch_rows(conn, [i for f in found for i in (f.row_id, f.versus_id) if i is not None], _LINKED)
     pinned = {r.pin_key: r for r in conn.execute(sa.select(pins.c.id, pins.c.pin_key, pins.c.compile_s)).all()}
     out = []
     for f in found:
