@@ -432,7 +432,7 @@ WORDS = {
 
 def fetch_rows(conn, ids, columns: tuple[str, ...] | None = None) -> dict[int, dict]:
     """The rows of `ids`, by id: whole, or only `columns` (with "id"; the record's own
-    names). A row has 70 columns: reading 5,000 whole took 0.14-0.22 s, their id, time and
+    names). A row has 70 columns: reading 5,000 whole took 0.14-0.22 s, their id, seconds and
     key 0.06-0.09 s."""
     listed = ", ".join(columns) if columns else "*"
     return {r["id"]: dict(r) for r in rows_in(conn, f"SELECT {listed} FROM compile_records WHERE id IN :ids", "ids",
