@@ -57,8 +57,11 @@ compile_records = sa.Table(
     # the row's cell (revision 0018: ledger/storage/cell_ids.py), given by whatever writes it
     sa.Column("cell_id", sa.BigInteger),
     # a run's rows and an entry's rows (revision 0014: the cache-health findings), only the
-    # rows that have one (0019: a legacy row has neither, and cost both an entry)
-    *(_partial(f"ix_compile_records_{c}", c, where=f"{c} IS NOT NULL") for c in ("run_id", "cache_key")),
+    # rows that have one (0019: a legacy row has neither, and cost both an entry); a run's
+    # also with what health._run_times reads of them, so that it reads them from the index (0024)
+    _partial("ix_compile_records_run_id", "run_id", "command", "objective", "timestamp", "status",
+             where="run_id IS NOT NULL"),
+    _partial("ix_compile_records_cache_key", "cache_key", where="cache_key IS NOT NULL"),
     # a cell's rows from a time on, as a range (0021: ledger/watch/findings.py; "C" collation on PostgreSQL)
     sa.Index("ix_compile_records_cell_time", "cell_id", "timestamp"),
     # each recorded program's newest row (0020: ledger/report/recorded.py), rows with a command only
