@@ -144,6 +144,7 @@ def test_the_triggers_are_there_at_head_and_gone_below_0009(backend):
                "SELECT tgname FROM pg_trigger WHERE NOT tgisinternal ORDER BY tgname")
         names = ["cache_cells_on_delete", "cache_cells_on_insert"] + (
             ["cache_cells_on_truncate"] if backend == "postgresql" else []) + ["cache_cells_on_update",
+                                                                               "cell_ids_on_insert",
                                                                                "cell_ids_on_key_update"]
         assert [r[0] for r in query(db, sql)] == names
         assert run_cli("db", "downgrade", "0008", "--db", db).exit_code == 0

@@ -24,7 +24,7 @@ from ledger.watch.keys import key_join_sql, pinned_rows_sql
 
 from .conftest import examples, query, run_cli
 from .ledgers import add, rec
-from .writes import BACKENDS, apply, fresh, records
+from .writes import BACKENDS, apply, copy_by_hand, fresh, records
 
 MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
 
@@ -76,9 +76,12 @@ def _cells_hold(engine) -> None:
 
 # the writes of test_cache_cells (import, probe, merge, ad-hoc deletes, updates and inserts)
 # and ad-hoc updates of the cell's own columns, a hostile value among them
-key_update = st.tuples(st.just("update"), st.integers(0, 7), st.sampled_from([
+KEY_CHANGES = [
     "hostname = 'node2'", "transform = 'grad'", "mixed_precision = NOT mixed_precision", "variant = 2",
-    "input_signature = 'f32[3]\n''quoted'''", "function = NULL"]))
+    "input_signature = 'f32[3]\n''quoted'''", "function = NULL"]
+key_update = st.tuples(st.just("update"), st.integers(0, 7), st.sampled_from(KEY_CHANGES))
+# a row copied by INSERT ... SELECT with a key column changed: its cell id copied too (revision 0025)
+key_copy = st.tuples(st.just("copy"), st.integers(0, 7), st.sampled_from(KEY_CHANGES))
 # legacy-only records: the importer's fast path (whole files checked a column at a time)
 legacy = st.tuples(records, st.integers(1, 3)).map(
     lambda r: {k: v for k, v in r[0].items() if k in LEGACY_FIELDS} | {"n_batch": r[1]})
@@ -90,6 +93,7 @@ writes = st.one_of(
     st.tuples(st.just("fill-gap"), records),
     st.tuples(st.just("pins")),
     key_update,
+    key_copy,
 )
 
 
@@ -106,7 +110,7 @@ def test_rows_share_a_cell_id_exactly_when_they_share_a_cell_after_any_writes(ba
             by_hand = False
             for op in ops:
                 apply(op, db, ledger.engine, Path(tmp))
-                by_hand |= op[0] in ("fill-gap", "update")
+                by_hand |= op[0] in ("fill-gap", "update", "copy")
                 if not by_hand:  # every writer's rows have their cells as written, before any check
                     _cells_hold(ledger.engine)
             assert run_cli("check", "--db", db).exit_code in (0, 1)
@@ -114,8 +118,31 @@ def test_rows_share_a_cell_id_exactly_when_they_share_a_cell_after_any_writes(ba
             _pins_meet_their_rows_through_cells(ledger.engine)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_row_copied_by_hand_into_another_key_is_judged_against_that_keys_pin(backend, tmp_path):
+    """A copy by INSERT ... SELECT with a key column changed carries the old row's cell id,
+    which revision 0025 clears (after an import and a merge, which set its look aside for
+    their batches): the copy is judged against its own key's pin, not the old key's."""
+    with fresh(backend) as db:
+        jit, _ = add(db, tmp_path, rec(), rec(transform="grad", compile_s=1.0))
+        source = tmp_path / "source.db"
+        add(source, tmp_path, rec(tag="merged", timestamp="2026-07-02T10:00:00"))
+        assert run_cli("merge", source, "--db", db).exit_code == 0
+        assert run_cli("pins", "update", "--db", db).exit_code == 0
+        with open_ledger(str(db), "write") as ledger:
+            copy_by_hand(ledger.engine, jit, "transform = 'grad'", "compile_s = 100.0", "tag = 'copy'",
+                         "timestamp = '2026-07-03T10:00:00'")
+        (copy,) = query(db, "SELECT max(id) FROM compile_records")[0]
+        assert query(db, f"SELECT cell_id FROM compile_records WHERE id = {copy}") == [(None,)]
+        assert run_cli("check", "--db", db).exit_code == 1
+        (grad_pin,) = query(db, "SELECT id FROM pins WHERE transform = 'grad'")[0]
+        assert query(db, "SELECT row_id, pin_id FROM verdicts WHERE verdict = 'regression'") == [(copy, grad_pin)]
+        with open_ledger(str(db), "read") as ledger:
+            _cells_hold(ledger.engine)
+
+
 def _pins_meet_their_rows_through_cells(engine) -> None:
-    """check's join of rows to pins (through the cell id on PostgreSQL) pairs exactly
+    """check's join of rows to pins (through the cell id) pairs exactly
     what the comparability key pairs."""
     with engine.connect() as conn:
         d = conn.dialect.name

@@ -1,6 +1,6 @@
 """The writes the property tests of kept state replay (tests/test_cache_cells.py,
 tests/test_cell_ids.py, and the carried states' tests/test_streaks.py, tests/test_churn.py): every writer of compile rows (import, a probe's row, merge) and a
-person's SQL (deletes, updates, inserts into old ids), on a fresh ledger of either backend."""
+person's SQL (deletes, updates, inserts into old ids, copies of rows), on a fresh ledger of either backend."""
 
 from __future__ import annotations
 
@@ -69,6 +69,19 @@ def _raw_insert(engine, record: dict, row_id: int) -> None:
                              f" ({', '.join(':' + c for c in cols)})"), {**record, "id": row_id})
 
 
+def copy_by_hand(engine, row_id: int, *changes: str) -> None:
+    """A person's copy of a row with columns changed (each "column = expression"), in one
+    INSERT ... SELECT: its cell id copied with the rest, whatever the changes."""
+    from ledger.storage.models import compile_records
+
+    changed = dict(c.split(" = ", 1) for c in changes)
+    cols = [c.name for c in compile_records.columns if c.name not in ("id", "record_key")]
+    picked = [changed.get(c, c) for c in cols]
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"INSERT INTO compile_records ({', '.join(cols)}) SELECT {', '.join(picked)}"
+                             " FROM compile_records WHERE id = :id"), {"id": row_id})
+
+
 def apply(op: tuple, db, engine, tmp: Path) -> None:
     kind, *args = op
     ids = _ids(engine)
@@ -87,6 +100,8 @@ def apply(op: tuple, db, engine, tmp: Path) -> None:
             conn.execute(sa.text(f"{what} WHERE id = :id"), {"id": ids[args[0] % len(ids)]})
     elif kind == "pins":
         assert run_cli("pins", "update", "--db", db).exit_code == 0
+    elif kind == "copy" and ids:
+        copy_by_hand(engine, ids[args[0] % len(ids)], args[1])
     elif kind == "fill-gap" and ids:
         gaps = sorted(set(range(1, ids[-1])) - set(ids))
         if gaps:

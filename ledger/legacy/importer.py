@@ -93,7 +93,7 @@ def import_parts(engine: Engine, files: list[Path], parts: Parts) -> ImportSumma
         fill_missing_keys(conn)
         first_id = _max_id(conn)
         cells: dict = {}  # the fast rows' cell ids found so far
-        with appending(conn, first_id):
+        with appending(conn, first_id), cell_ids.own_ids(conn):  # every row written with its own cell
             for part, skipped, count in parts:
                 summary.records += count
                 summary.skipped.extend(skipped)

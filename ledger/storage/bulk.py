@@ -63,9 +63,11 @@ def insert_new(conn: Connection, table, rows: list[dict]) -> int:
         return 0
     columns = sorted(set().union(*rows))
     params = [tuple(map(row.get, columns)) for row in rows]
-    if table is compile_records:  # each row's cell (revision 0018), written with it
-        columns, params = cell_ids.with_cell_ids(conn, columns, params)
-    return conn.exec_driver_sql(insert_sql(conn, table, columns), params).rowcount
+    if table is not compile_records:
+        return conn.exec_driver_sql(insert_sql(conn, table, columns), params).rowcount
+    columns, params = cell_ids.with_cell_ids(conn, columns, params)  # each row's cell (revision 0018)
+    with cell_ids.own_ids(conn):
+        return conn.exec_driver_sql(insert_sql(conn, table, columns), params).rowcount
 
 
 def lookup(conn: Connection, table, by: str, want: str, values) -> dict:

@@ -13,7 +13,7 @@ from pathlib import Path
 from ledger.errors import LedgerError, first_line
 from ledger.storage.sqlite_file import read_only
 
-REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010", "0011", "0012", "0013", "0014", "0015", "0016", "0017", "0018", "0019", "0020", "0021", "0022", "0023", "0024")
+REVISIONS = ("0001", "0002", "0003", "0004", "0005", "0006", "0007", "0008", "0009", "0010", "0011", "0012", "0013", "0014", "0015", "0016", "0017", "0018", "0019", "0020", "0021", "0022", "0023", "0024", "0025")
 HEAD = REVISIONS[-1]
 
 # status: head, older, newer (a revision this ledger does not know), empty (no
