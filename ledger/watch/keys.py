@@ -13,13 +13,18 @@ from ledger.rows import key_text
 
 
 def pinned_rows_sql(dialect: str, new_only: bool = False) -> str:
-    """FROM compile_records r joined to the pin p of its comparability key. On PostgreSQL
-    through the row's cell id (revision 0018): pins meet the cells table's rows
-    (thousands) on the key's columns, and the rows meet those on one integer; joining
-    every row to the pins on 14 columns was most of a first check (9 s at 1M rows), and
-    rows without a cell id are none here (`ledger check` gives every row its cell
-    first). SQLite's planner did the same join of 1M rows in 190 s, and the direct one
-    in about 1.4 s: it keeps the direct one.
+    """FROM compile_records r joined to the pin p of its comparability key, through the
+    row's cell id (revision 0018): pins meet the cells table's rows (thousands) on the
+    key's columns, and the rows meet those on one integer and their cache state; rows
+    without a cell id are none here (`ledger check` gives every row its cell first).
+    Joining every row to the pins on 14 columns was most of a first check on PostgreSQL
+    (9 s at 1M rows), and on SQLite 1.5-2.5 s, where this takes 0.93-1.07 s.
+
+    On SQLite the pins' cells are made first (LIMIT -1 keeps the planner from folding the
+    subquery into the join, which read each cell's rows through the cell index out of
+    order: 145-190 s at 1M rows), and CROSS JOIN keeps compile_records the outer loop,
+    read in id order, each row finding its pin in an index SQLite builds on the few
+    thousand (cell, state) pairs.
 
     `new_only`: only the rows with :above < id <= :top are wanted (a daily check). On
     PostgreSQL they are read once, by their ids, before the join (OFFSET 0 keeps the
@@ -27,9 +32,11 @@ def pinned_rows_sql(dialect: str, new_only: bool = False) -> str:
     grown say that range is small, and the planner took its rows again for each of the
     900 pins through a bitmap of the whole range (0.53 s of a 2.1 s daily check at 1M rows;
     read first, tens of milliseconds)."""
-    if dialect != "postgresql":  # SQLite indexes the pins for IS by itself (key_join_sql)
-        return f"compile_records r JOIN pins p ON {key_join_sql('r', 'p', dialect)}"
     cell = key_join_sql("c", "pk", dialect, STATELESS_KEY)
+    if dialect != "postgresql":
+        return (f"compile_records r CROSS JOIN (SELECT pk.id AS pin_id, c.id AS cell_id, pk.cache_state AS state"
+                f" FROM pins pk JOIN cells c ON {cell} LIMIT -1) pc"
+                f" ON pc.cell_id = r.cell_id AND pc.state IS r.cache_state JOIN pins p ON p.id = pc.pin_id")
     rows = ("(SELECT * FROM compile_records WHERE id > :above AND id <= :top OFFSET 0) r" if new_only
             else "compile_records r")
     return (f"{rows} JOIN (SELECT pk.id AS pin_id, c.id AS cell_id FROM pins pk JOIN cells c ON {cell}) pc"
