@@ -29,10 +29,10 @@ from .writes import BACKENDS, apply, copy_by_hand, fresh, records
 MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
 
 
-def _revision_0018():
+def _revision(name: str):
     sys.path.insert(0, str(MIGRATIONS))  # where alembic finds ledger_stash
     try:
-        spec = importlib.util.spec_from_file_location("rev0018", MIGRATIONS / "versions" / "0018_cell_ids.py")
+        spec = importlib.util.spec_from_file_location(f"rev{name[:4]}", MIGRATIONS / "versions" / f"{name}.py")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return module
@@ -40,13 +40,15 @@ def _revision_0018():
         sys.path.remove(str(MIGRATIONS))
 
 
+@pytest.mark.parametrize("revision", ["0018_cell_ids", "0025_cell_ids_checked_on_insert"])
 @pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
-def test_the_migration_and_the_writers_make_one_key_text(dialect):
+def test_the_migration_and_the_writers_make_one_key_text(dialect, revision):
     """Old rows (0018's data step) and new rows (the writers) of one cell meet in one id
-    only if both make its key alike: the revision's frozen cell is today's."""
-    rev = _revision_0018()
+    only if both make its key alike, and 0025's trigger keeps a row's id only where its
+    key is that one: each revision's frozen cell is today's."""
+    rev = _revision(revision)
     assert tuple(rev.NAMES) == STATELESS_KEY == cell_ids.CELL_COLUMNS
-    for table in ("", "compile_records"):
+    for table in ("", "compile_records", "NEW"):
         assert rev.key_sql(dialect, table) == cell_ids.key_sql(dialect, table)
 
 

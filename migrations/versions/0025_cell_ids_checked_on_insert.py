@@ -37,12 +37,13 @@ NAMES = ["hardware", "hostname", "jax_version", "mixed_precision", "dataset_clas
          "transform", "function", "input_signature", "variant", "n_batch", "batch_size"]
 
 
-def key_sql(dialect: str, table: str) -> str:
+def key_sql(dialect: str, table: str = "") -> str:
     """The cell's key text, as 0018 and ledger/storage/cell_ids.py make it (held equal by
     tests/test_cell_ids.py)."""
+    prefix = f"{table}." if table else ""
     parts = []
     for name in NAMES:
-        value = f"CAST({table}.{name} AS TEXT)"
+        value = f"CAST({prefix}{name} AS TEXT)"
         parts.append(f"COALESCE(CAST(LENGTH({value}) AS TEXT) || ':' || {value}, '-')")
     text = " || ".join(parts)
     return f"md5({text})" if dialect == "postgresql" else text
