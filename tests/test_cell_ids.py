@@ -50,6 +50,7 @@ def test_the_migration_and_the_writers_make_one_key_text(dialect, revision):
     assert tuple(rev.NAMES) == STATELESS_KEY == cell_ids.CELL_COLUMNS
     for table in ("", "compile_records", "NEW"):
         assert rev.key_sql(dialect, table) == cell_ids.key_sql(dialect, table)
+    assert getattr(rev, "OWN_IDS", cell_ids.OWN_IDS) == cell_ids.OWN_IDS  # the setting the writers make
 
 
 def _cells_hold(engine) -> None:

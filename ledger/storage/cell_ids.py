@@ -32,7 +32,7 @@ CELL_COLUMNS = STATELESS_KEY
 # revision 0025's: a row INSERTed with a cell id that is not its own (a person's copy of a
 # row with a key column changed) has it cleared, and assign() gives it its own
 INSERT_TRIGGER = "cell_ids_on_insert"
-_OWN_IDS = "ledger.own_cell_ids"  # what its condition reads on PostgreSQL
+OWN_IDS = "ledger.own_cell_ids"  # what its condition reads on PostgreSQL (0025 holds the same)
 
 
 @contextmanager
@@ -45,10 +45,10 @@ def own_ids(conn):
     PostgreSQL the transaction says so in the setting the trigger's condition reads, and
     says again what it said before after the batch (batches may nest)."""
     if conn.dialect.name == "postgresql":
-        before = conn.exec_driver_sql(f"SELECT current_setting('{_OWN_IDS}', true)").scalar()
-        conn.exec_driver_sql(f"SELECT set_config('{_OWN_IDS}', 'on', true)")
+        before = conn.exec_driver_sql(f"SELECT current_setting('{OWN_IDS}', true)").scalar()
+        conn.exec_driver_sql(f"SELECT set_config('{OWN_IDS}', 'on', true)")
         yield
-        conn.exec_driver_sql(f"SELECT set_config('{_OWN_IDS}', %(v)s, true)", {"v": before or ""})
+        conn.exec_driver_sql(f"SELECT set_config('{OWN_IDS}', %(v)s, true)", {"v": before or ""})
         return
     found = conn.exec_driver_sql("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?",
                                  (INSERT_TRIGGER,)).all()

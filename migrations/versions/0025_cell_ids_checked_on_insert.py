@@ -14,9 +14,9 @@ SQLite: a row trigger, which asks only of a row that has an id whether its cell'
 the one its values make; PostgreSQL: the same, as a row trigger before the insert. Both
 cost an insert a lookup per row (12-17 us on SQLite, 25-50 us on PostgreSQL), which the
 writers, whose rows' ids are their own (ledger/storage/cell_ids.py: ids_of), do not
-pay: on SQLite they set the trigger aside for their batch (cell_ids.own_ids, and
-cells.appending for the import's), on PostgreSQL they say so in a setting of their
-transaction that the trigger's condition reads (`ledger.own_cell_ids`).
+pay: on SQLite they set the trigger aside for their batch, on PostgreSQL they say so in a
+setting of their transaction that the trigger's condition reads (`ledger.own_cell_ids`;
+both cell_ids.own_ids).
 
 Schema only: no row changes. Downgrade: the trigger (and on PostgreSQL its function) go.
 
@@ -62,7 +62,7 @@ BEGIN
     RETURN NEW;
 END $$
 """
-# what a writer sets for its transaction (SET LOCAL) when it gives every row its own id
+# what a writer sets for its transaction when it gives every row its own id (cell_ids.OWN_IDS)
 OWN_IDS = "ledger.own_cell_ids"
 
 
