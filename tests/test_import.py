@@ -434,3 +434,38 @@ def test_what_the_readers_run_imports_no_sqlalchemy():
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('sqlalchemy', 'alembic')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert (out.stdout, out.stderr) == ("[]\n", "")
+
+
+_INDEXES_SQL = "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'compile_records' ORDER BY name"
+
+
+@pytest.mark.parametrize("aside", [True, False], ids=["indexes-set-aside", "indexes-kept"])
+def test_an_import_with_its_scattered_indexes_set_aside_adds_what_the_unique_index_would(
+        tmp_path, db, monkeypatch, aside):
+    """A tree larger than the ledger goes in with the record-key and cell indexes dropped
+    and made again: the rows the unique index would skip (present before, or twice in the
+    tree, on either reading path) are skipped all the same, and the indexes come back as
+    they were, after a failed import too."""
+    import ledger.legacy.importer
+    import ledger.storage.bulk
+
+    monkeypatch.setattr(ledger.legacy.importer, "_sets_aside", lambda conn, files, rows_before: aside)
+    assert run_cli("db", "upgrade", "--db", db).exit_code == 0
+    indexes = query(db, _INDEXES_SQL)  # as the migrations made them
+    assert {name for name, _ in indexes} >= set(ledger.storage.bulk.SCATTERED_INDEXES)
+    a, b, c, d = (dict(GOOD, tag=t) for t in "abcd")
+    assert run_cli("import", write_json(tmp_path / "first.json", [a, b]), "--db", db).exit_code == 0
+    assert query(db, _INDEXES_SQL) == indexes
+    tree = tmp_path / "tree" / "local_cpu"
+    write_json(tree / "1.json", [a, c, c, d])  # the fast path: a present before, c twice
+    write_json(tree / "2.json", [dict(b, extra=1), dict(c, extra=1), dict(GOOD, tag="e", extra=1), b])  # record by record
+    write_json(tree / "3.json", [d, dict(GOOD, tag="f")])
+    result = run_cli("import", tree.parent, "--db", db)
+    assert result.output == ("10 records in 3 files: 4 compile rows added (cold 0, warm 0, none 0, unknown 4), "
+                             "0 instrument records added, 6 already present\n")
+    assert query(db, "SELECT tag, count(*), count(DISTINCT record_key), count(cell_id) FROM compile_records "
+                     "GROUP BY tag ORDER BY tag") == [(t, 1, 1, 1) for t in "abcdef"]
+    assert query(db, _INDEXES_SQL) == indexes and query(db, "PRAGMA integrity_check") == [("ok",)]
+    write_json(tree / "4.json", [dict(GOOD, tag="g"), dict(GOOD, steady_s="fast")])
+    assert run_cli("import", tree.parent, "--db", db).exit_code == 1
+    assert query(db, _INDEXES_SQL) == indexes and _counts(db) == (6, 0)

@@ -63,6 +63,11 @@ def find_json_files(paths: Iterable[str | Path]) -> list[Path]:
     return files
 
 
+def tree_bytes(files: list[Path]) -> int:
+    """The files' sizes in all (one that cannot be read counts 0: reading it says why)."""
+    return sum(map(_size, files))
+
+
 def _size(path: Path) -> int:
     try:
         return path.stat().st_size
@@ -159,7 +164,7 @@ def reading(files: list[Path], skip_invalid: bool, progress) -> Iterator[Parts]:
     jobs = [(f, skip_invalid) for f in files]
     shown = progress(files) if progress else files
     workers = min(os.cpu_count() or 1, len(files))
-    if workers < 2 or sum(map(_size, files)) <= PARALLEL_BYTES or not can_fork():
+    if workers < 2 or tree_bytes(files) <= PARALLEL_BYTES or not can_fork():
         yield (_read_one(job) for job, _ in zip(jobs, shown))
         return
     pool = forked_pool(workers)
