@@ -279,3 +279,25 @@ def made_quiet(db) -> None:
     with con:
         con.execute("UPDATE compile_records SET host_load_avg_1m = 0")
     con.close()
+
+
+def every_finding_kind(db, tmp_path) -> dict[str, int]:
+    """A ledger with every finding kind: the rows each kind is found on, by its name."""
+    t = iter(f"2026-07-{d:02d}T10:00:00" for d in range(1, 29))
+    add(db, tmp_path, *(rec(transform=tr, timestamp=next(t)) for tr in ("jit", "grad", "vmap", "laxmap_vag", "pyloop_vag")))
+    assert run_cli("pins", "update", "--db", db).exit_code == 0
+    never = {"cache_state": "cold", "model_type": "knn", "cache_files_before": 3, "cache_files_after": 3,
+             "cache_min_compile_time_s": 1.0, "compile_s": 0.5}
+    ids = add(db, tmp_path,
+              rec(compile_s=20.0, timestamp=next(t)),  # regression
+              rec(transform="grad", cache_state="cold", compile_s=9.0, timestamp=next(t)),  # went-cold
+              rec(transform="vmap", cache_dir="", cache_state="none", compile_s=9.0, timestamp=next(t)),  # cache-off
+              rec(transform="vmap", cache_dir="", cache_state="none", compile_s=9.0, timestamp=next(t)),
+              rec(transform="vag", model_type="knn", cache_state="cold", cache_dir="/j1", timestamp=next(t)),
+              rec(transform="vag", model_type="knn", cache_state="cold", cache_dir="/j2", timestamp=next(t)),
+              rec(**never, timestamp=next(t)), rec(**never, timestamp=next(t)),  # not reused, by design
+              rec(transform="laxmap_vag", jax_version="0.10.3", cache_state="cold", timestamp=next(t)),  # jax bump
+              rec(transform="pyloop_vag", jax_version="0.10.3", cache_state="cold", timestamp=next(t)),
+              rec(transform="pyloop_vag", jax_version="0.10.3", cache_state="cold", timestamp=next(t)))
+    return {"regression": ids[0], "went-cold": ids[1], "cache-off": ids[2], "cache-not-reused": ids[5],
+            "by design": ids[7], "jax-changed": ids[8], "still cold": ids[10], "next": next(t)}

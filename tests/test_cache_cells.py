@@ -20,7 +20,7 @@ from ledger.watch import cells
 from ledger.watch.check import judge, run_check
 
 from .conftest import examples, query, run_cli
-from .ledgers import add, rec
+from .ledgers import add, every_finding_kind, rec
 from .writes import BACKENDS, apply, fresh, operations
 
 _PINNED = "SELECT pin_id, verdict, row_id, n_rows, compile_s, ratio, cause, rule, threshold_s FROM verdicts" \
@@ -241,34 +241,12 @@ def _from_nothing(engine) -> list[tuple]:
     return said
 
 
-def _every_kind(db, tmp_path) -> dict[str, int]:
-    """A ledger with every finding kind: the rows each kind is found on, by its name."""
-    t = iter(f"2026-07-{d:02d}T10:00:00" for d in range(1, 29))
-    add(db, tmp_path, *(rec(transform=tr, timestamp=next(t)) for tr in ("jit", "grad", "vmap", "laxmap_vag", "pyloop_vag")))
-    assert run_cli("pins", "update", "--db", db).exit_code == 0
-    never = {"cache_state": "cold", "model_type": "knn", "cache_files_before": 3, "cache_files_after": 3,
-             "cache_min_compile_time_s": 1.0, "compile_s": 0.5}
-    ids = add(db, tmp_path,
-              rec(compile_s=20.0, timestamp=next(t)),  # regression
-              rec(transform="grad", cache_state="cold", compile_s=9.0, timestamp=next(t)),  # went-cold
-              rec(transform="vmap", cache_dir="", cache_state="none", compile_s=9.0, timestamp=next(t)),  # cache-off
-              rec(transform="vmap", cache_dir="", cache_state="none", compile_s=9.0, timestamp=next(t)),
-              rec(transform="vag", model_type="knn", cache_state="cold", cache_dir="/j1", timestamp=next(t)),
-              rec(transform="vag", model_type="knn", cache_state="cold", cache_dir="/j2", timestamp=next(t)),
-              rec(**never, timestamp=next(t)), rec(**never, timestamp=next(t)),  # not reused, by design
-              rec(transform="laxmap_vag", jax_version="0.10.3", cache_state="cold", timestamp=next(t)),  # jax bump
-              rec(transform="pyloop_vag", jax_version="0.10.3", cache_state="cold", timestamp=next(t)),
-              rec(transform="pyloop_vag", jax_version="0.10.3", cache_state="cold", timestamp=next(t)))
-    return {"regression": ids[0], "went-cold": ids[1], "cache-off": ids[2], "cache-not-reused": ids[5],
-            "by design": ids[7], "jax-changed": ids[8], "still cold": ids[10], "next": next(t)}
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_second_check_with_no_new_rows_reads_no_cell_and_says_the_same(backend, tmp_path, monkeypatch):
     from ledger.watch import findings
 
     with fresh(backend) as db:
-        rows = _every_kind(db, tmp_path)
+        rows = every_finding_kind(db, tmp_path)
         with open_ledger(str(db), "write") as ledger:
             first = run_check(ledger.engine)
             found = {(f["verdict"], f["row_id"], f["fails"]) for f in first.findings}
@@ -292,7 +270,7 @@ def test_a_second_check_with_no_new_rows_reads_no_cell_and_says_the_same(backend
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_one_new_row_changes_only_its_cell(backend, tmp_path):
     with fresh(backend) as db:
-        rows = _every_kind(db, tmp_path)
+        rows = every_finding_kind(db, tmp_path)
         with open_ledger(str(db), "write") as ledger:
             first = _said(run_check(ledger.engine))
             # the cache still off: the same cache-off, from its first none row
@@ -364,7 +342,7 @@ def test_findings_kept_by_a_build_whose_passes_differ_are_not_taken_over(backend
     from ledger.record import CACHE_CELL
 
     with fresh(backend) as db:
-        rows = _every_kind(db, tmp_path)
+        rows = every_finding_kind(db, tmp_path)
         with open_ledger(str(db), "write") as ledger:
             run_check(ledger.engine)
 

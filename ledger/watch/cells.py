@@ -30,6 +30,7 @@ from ledger.filters import given
 from ledger.record import CACHE_CELL, COLD, NONE, WARM
 from ledger.rows import key_text, ok_sql, time_sql
 from ledger.storage import cell_ids, models
+from ledger.storage.aside import AsideRead
 from ledger.storage.batch import insert_rows, update_rows
 from ledger.storage.cell_ids import CELL_COLUMNS
 from ledger.storage.engine import planned
@@ -87,9 +88,22 @@ def summarize(conn, above: int = 0, upto: int | None = None) -> dict[str, tuple]
     """Every cell's summary over the ok warm, cold and none rows with above < id <= upto:
     one GROUP BY pass, over each row's cell id (revision 0018) and cache dir."""
     d = conn.dialect.name
+    if d == "sqlite" and above == 0:
+        # a sort of every ok row; SQLite's sorter can split it over worker threads
+        conn.exec_driver_sql(_THREADS)
+    # hashed on PostgreSQL: every row sorted by cell and dir took 1.22 s at 1M rows, the hash 0.90 s
+    with planned(conn, enable_sort="off"):
+        found = conn.execute(sa.text(_summary_sql(d, upto)), {"above": above, "upto": upto}).all()
+    return _keyed(conn, found)
+
+
+_THREADS = f"PRAGMA threads = {min(8, os.cpu_count() or 1)}"
+
+
+def _summary_sql(d: str, upto: int | None) -> str:
     warm, cold = f"cache_state = '{WARM}'", f"cache_state = '{COLD}'"
     bounds = " AND id > :above" + (" AND id <= :upto" if upto is not None else "")
-    sql = (
+    return (
         f"SELECT cell_id, cache_dir, MAX({stamp_sql(d)} || '|' || cache_state) AS newest,"
         f" MAX(CASE WHEN {warm} THEN {stamp_sql(d)} END) AS last_warm,"
         f" MIN(CASE WHEN {cold} THEN {stamp_sql(d)} END) AS first_cold,"
@@ -97,12 +111,9 @@ def summarize(conn, above: int = 0, upto: int | None = None) -> dict[str, tuple]
         f" FROM compile_records WHERE {ok_sql()} AND cache_state IN ('{WARM}', '{COLD}', '{NONE}'){bounds}"
         " GROUP BY cell_id, cache_dir"
     )
-    if d == "sqlite" and above == 0:
-        # a sort of every ok row; SQLite's sorter can split it over worker threads
-        conn.exec_driver_sql(f"PRAGMA threads = {min(8, os.cpu_count() or 1)}")
-    # hashed on PostgreSQL: every row sorted by cell and dir took 1.22 s at 1M rows, the hash 0.90 s
-    with planned(conn, enable_sort="off"):
-        found = conn.execute(sa.text(sql), {"above": above, "upto": upto}).all()
+
+
+def _keyed(conn, found) -> dict[str, tuple]:
     key = cell_keys(cell_values(conn, {r[0] for r in found}))
     # by position, not by name: a Row's named attribute costs as much as the rest of a cell's work here
     return {key(cell, cache_dir): (newest, last_warm, first_cold, int(n_cold or 0))
@@ -163,32 +174,70 @@ class Folded:
 
 def fold(conn) -> Folded:
     """Bring cache_cells up to every row: fold in the rows above `upto`, or rebuild
-    when it was reset. The caller's write transaction (a check's), which no other
-    writer can interleave: SQLite's begins IMMEDIATE; on PostgreSQL the SHARE lock
-    waits for every open insert to commit, so no row can later appear below `upto`."""
+    when it was reset (begin_fold, then its finish)."""
+    return begin_fold(conn).finish()
+
+
+def begin_fold(conn, aside: bool = False) -> Fold:
+    """A fold of the rows up to MAX(id), begun in the caller's write transaction (a
+    check's), which no other writer can interleave: SQLite's begins IMMEDIATE; on
+    PostgreSQL the SHARE lock waits for every open insert to commit, so no row can later
+    appear below `upto`. A rebuild from every row of a big SQLite ledger is summed up
+    meanwhile on a connection of its own (AsideRead), where the caller says (`aside`) that
+    its transaction wrote nothing before, and this one gave no row its cell id: that
+    connection sees only what is committed. finish() writes the cells."""
     if conn.dialect.name == "postgresql":
         conn.exec_driver_sql("LOCK TABLE compile_records IN SHARE MODE")
-    cell_ids.assign(conn)  # a row INSERTed by hand has none yet (writers give theirs)
+    given = cell_ids.assign(conn)  # a row INSERTed by hand has none yet (writers give theirs)
     state = conn.execute(sa.select(cache_cells_state.c.upto, cache_cells_state.c.cell_fields)
                          .where(cache_cells_state.c.id == 1)).first()
     upto = state.upto if state is not None and state.cell_fields == _FIELDS and _armed(conn) else 0
     top = conn.execute(sa.text("SELECT MAX(id) FROM compile_records")).scalar() or 0
-    if upto == 0:
-        conn.execute(sa.delete(cache_cells))
-    kept = stored(conn) if upto else {}
-    new: dict[str, tuple] = {}
-    if top > upto:
-        new = summarize(conn, upto, top)
-        merged = {k: _combine(kept[k], s) if k in kept else s for k, s in new.items()}
-        update_rows(conn, cache_cells, "cell_key",
-                    [{"cell_key": k, **_columns(s)} for k, s in merged.items() if k in kept])
-        insert_rows(conn, cache_cells, [{"cell_key": k, **_columns(s)} for k, s in merged.items() if k not in kept])
-        kept |= merged
-    conn.execute(sa.delete(cache_cells_state))
-    conn.execute(sa.insert(cache_cells_state).values(id=1, upto=top, cell_fields=_FIELDS))
-    if conn.dialect.name == "sqlite":
-        _arm_sqlite_triggers(conn, top)
-    return Folded(upto, top, kept, new)
+    reader = None
+    if aside and upto == 0 and not given and top >= ASIDE_ROWS:
+        reader = AsideRead.start(conn, _summary_sql(conn.dialect.name, top), {"above": 0, "upto": top}, (_THREADS,))
+    return Fold(conn, upto, top, reader)
+
+
+# A rebuild of a ledger with this many rows or more sums them up on a connection of its own
+# (AsideRead) while the check goes on; below it a thread and a connection save nothing.
+ASIDE_ROWS = 100_000
+
+
+@dataclass
+class Fold:
+    """A fold begun: `found` is the `upto` it found (0: every row is summed up again), `top`
+    the one it leaves."""
+
+    conn: sa.Connection
+    found: int
+    top: int
+    reader: AsideRead | None = None
+
+    def finish(self) -> Folded:
+        conn, upto, top = self.conn, self.found, self.top
+        if upto == 0:
+            conn.execute(sa.delete(cache_cells))
+        kept = stored(conn) if upto else {}
+        new: dict[str, tuple] = {}
+        if top > upto:
+            new = _keyed(conn, self.reader.rows()) if self.reader else summarize(conn, upto, top)
+            merged = {k: _combine(kept[k], s) if k in kept else s for k, s in new.items()}
+            update_rows(conn, cache_cells, "cell_key",
+                        [{"cell_key": k, **_columns(s)} for k, s in merged.items() if k in kept])
+            insert_rows(conn, cache_cells,
+                        [{"cell_key": k, **_columns(s)} for k, s in merged.items() if k not in kept])
+            kept |= merged
+        conn.execute(sa.delete(cache_cells_state))
+        conn.execute(sa.insert(cache_cells_state).values(id=1, upto=top, cell_fields=_FIELDS))
+        if conn.dialect.name == "sqlite":
+            _arm_sqlite_triggers(conn, top)
+        return Folded(upto, top, kept, new)
+
+    def cancel(self) -> None:
+        """A fold the check gave up on (an error before finish): its summing stopped."""
+        if self.reader:
+            self.reader.cancel()
 
 
 _RESET = "UPDATE cache_cells_state SET upto = 0 WHERE id = 1"

@@ -197,13 +197,15 @@ def run_check(engine, *, tolerance: float = TOLERANCE, filters: dict | None = No
     (_reusable); `rejudge` judges every row regardless."""
     with gc_pause.paused(), engine.begin() as conn:
         return judge(conn, tolerance=tolerance, filters=filters, since=since, min_diff=min_diff, rejudge=rejudge,
-                     below_s=below_s, allow_loaded=allow_loaded)
+                     below_s=below_s, allow_loaded=allow_loaded, fresh=True)
 
 
 def judge(conn, *, tolerance: float = TOLERANCE, filters: dict | None = None, since: str | None = None,
           min_diff: float = MIN_DIFF, rejudge: bool = False, below_s: float = BELOW_THRESHOLD_S,
-          allow_loaded: bool = False) -> CheckResult:
-    """run_check in the caller's write transaction."""
+          allow_loaded: bool = False, fresh: bool = False) -> CheckResult:
+    """run_check in the caller's write transaction; `fresh`: it has written nothing yet
+    (run_check's), so a rebuild of the cache cells may read every row on a connection of
+    its own (cells.begin_fold), which sees only what is committed."""
     refuse_unmatched(conn, filters, "nothing to check")  # before a check run is stored
     now = utc_now()
     where, params = filter_sql(filters, "r")
@@ -214,21 +216,29 @@ def judge(conn, *, tolerance: float = TOLERANCE, filters: dict | None = None, si
     given = json.dumps(filters_given(filters) | ({"since": since} if since else {})
                        | ({"below_threshold_s": below_s} if below_s != BELOW_THRESHOLD_S else {})
                        | ({"allow_loaded": True} if allow_loaded else {}), sort_keys=True)
-    folded = cells.fold(conn)
+    # the fold first (a rebuild's pass over every row goes on beside the health and the
+    # pinned judgement: cells.begin_fold), its cells read after them
+    fold = cells.begin_fold(conn, aside=fresh)
+    try:
+        kept = None if rejudge or since is not None else _kept(conn, fold.found, given)
+        health, newest_run = health_findings(conn, filters, below_s, kept)
+        health = since_filter(conn, health, since)
+        digest = pins_digest(conn)
+        prev = None if rejudge else _reusable(conn, fold.found, digest, tolerance, min_diff, given)
+        run_id = conn.execute(sa.insert(check_runs).values(
+            checked_at=now, tolerance=tolerance, exit_code=0, min_diff_s=min_diff, filters=given, upto=fold.top,
+            pins_digest=digest, newest_run_time=newest_run)).inserted_primary_key[0]
+        before = _previous(conn, run_id, given)
+        _judge_pinned(conn, where, allow_loaded, prev, params | {
+            "run": run_id, "tol": tolerance, "min_diff": min_diff, "now": now, "top": fold.top,
+            "above": prev.upto if prev else 0, "prev": prev.id if prev else 0})
+    except BaseException:
+        fold.cancel()
+        raise
+    folded = fold.finish()
     parsed = lineages_of(list(folded.cells))  # every cell's lineage and values: one parse
-    kept = None if rejudge or since is not None else _earlier(conn, folded, parsed, given)
-    found = cache_findings(conn, folded.cells, parsed, filters, since, kept[0] if kept else None)
-    health, newest_run = health_findings(conn, filters, below_s, kept[1] if kept else None)
-    found += since_filter(conn, health, since)
-    digest = pins_digest(conn)
-    prev = None if rejudge else _reusable(conn, folded.found, digest, tolerance, min_diff, given)
-    run_id = conn.execute(sa.insert(check_runs).values(
-        checked_at=now, tolerance=tolerance, exit_code=0, min_diff_s=min_diff, filters=given, upto=folded.upto,
-        pins_digest=digest, newest_run_time=newest_run)).inserted_primary_key[0]
-    before = _previous(conn, run_id, given)
-    _judge_pinned(conn, where, allow_loaded, prev, params | {
-        "run": run_id, "tol": tolerance, "min_diff": min_diff, "now": now, "top": folded.upto,
-        "above": prev.upto if prev else 0, "prev": prev.id if prev else 0})
+    found = cache_findings(conn, folded.cells, parsed, filters, since, _earlier(conn, kept, folded, parsed))
+    found += health
     if found:
         insert_rows(conn, verdicts, _cache_verdicts(conn, found, run_id, now))
     counts = dict(conn.execute(sa.select(verdicts.c.verdict, sa.func.sum(verdicts.c.n_rows))
@@ -275,13 +285,20 @@ def _reusable(conn, folded: int, digest: str, tolerance: float, min_diff: float,
     return prev if same else None
 
 
-def _earlier(conn, folded: cells.Folded, parsed: dict, given: str) -> tuple[Earlier, Kept] | None:
-    """The previous run's findings, where the cache passes may take what they read of a
-    cell's rows from them, and the health judges what they read of older runs: it read
-    the rows up to its `upto` as they stand (the fold was not reset since), over the
-    same filters and options, with no --since (which drops findings); else None."""
+def _kept(conn, found: int, given: str) -> Kept | None:
+    """The previous run, where the cache passes may take what they read of a cell's rows
+    from its findings (_earlier), and the health judges what it read of older runs: it
+    read the rows up to its `upto` as they stand (the fold found that `upto`: it was not
+    reset since), over the same filters and options, with no --since (which drops
+    findings); else None."""
     prev = conn.execute(sa.select(check_runs).order_by(check_runs.c.id.desc()).limit(1)).first()
-    if prev is None or not folded.found or prev.upto != folded.found or prev.filters != given:
+    if prev is None or not found or prev.upto != found or prev.filters != given:
         return None
-    touched = {parsed[k][0] for k in folded.new}
-    return earlier(conn, prev.id, prev.upto, touched), Kept(prev.id, prev.upto, prev.newest_run_time)
+    return Kept(prev.id, prev.upto, prev.newest_run_time)
+
+
+def _earlier(conn, kept: Kept | None, folded: cells.Folded, parsed: dict) -> Earlier | None:
+    """The `kept` run's cache findings, with the lineages the fold's new rows touched."""
+    if kept is None:
+        return None
+    return earlier(conn, kept.run_id, kept.upto, {parsed[k][0] for k in folded.new})
