@@ -1,7 +1,8 @@
-"""A rebuild of the cache cells read on a connection of its own while the check goes on
-(cells.begin_fold, ledger/storage/aside.py): the same cells and findings as one read in
-line, never where the check's transaction has changed a row, and nothing left running
-when the check fails."""
+"""A rebuild of the cache cells, and the judgement of every pinned row, read on connections
+of their own while the check goes on (cells.begin_fold, check._judge_pinned,
+ledger/storage/aside.py): the same cells, verdicts and findings as read in line, never
+where the check's transaction has changed a row, and nothing left running when the check
+fails."""
 
 from __future__ import annotations
 
@@ -16,13 +17,15 @@ from ledger.storage.open import open_ledger
 from ledger.watch import cells, check
 
 from .helpers import said_from_nothing, said_with_facts
-from .ledgers import every_finding_kind
+from .ledgers import add, every_finding_kind, rec
 
 
 @pytest.fixture
 def ledger_of_every_kind(tmp_path):
     db = tmp_path / "ledger.db"
     every_finding_kind(db, tmp_path)
+    # warm rows of three pinned keys, judged ok: a verdict row each beside the findings'
+    add(db, tmp_path, *(rec(transform=t, compile_s=1.0, timestamp="2026-07-30T10:00:00") for t in ("jit", "grad", "vmap")))
     return db
 
 
@@ -42,23 +45,29 @@ def started(monkeypatch):
     return begun
 
 
-def _rebuilt(engine) -> tuple[list[tuple], dict]:
-    """A check from every row (the fold reset), as run_check runs it: its findings and cells."""
+_VERDICTS = ("SELECT pin_id, pin_key, row_id, n_rows, compile_s, pin_compile_s, ratio, tolerance, verdict, cause,"
+             " rule, threshold_s FROM verdicts WHERE check_run_id = :run ORDER BY id")
+
+
+def _rebuilt(engine) -> tuple[list[tuple], dict, list[tuple]]:
+    """A check from every row (the fold reset), as run_check runs it: its findings, cells
+    and verdict rows (the pinned rows' ok verdicts too), in the order written."""
     with engine.begin() as conn:
         conn.execute(sa.text("UPDATE cache_cells_state SET upto = 0"))
     result = check.run_check(engine)
     with engine.connect() as conn:
-        return said_with_facts(check.stored_findings(conn, result.run_id)), cells.stored(conn)
+        verdicts = [tuple(r) for r in conn.execute(sa.text(_VERDICTS), {"run": result.run_id})]
+        return said_with_facts(check.stored_findings(conn, result.run_id)), cells.stored(conn), verdicts
 
 
 def test_a_rebuild_read_aside_finds_what_one_read_in_line_finds(ledger_of_every_kind, started, monkeypatch):
     with open_ledger(str(ledger_of_every_kind), "write") as ledger:
         aside = _rebuilt(ledger.engine)
-        assert len(started) == 1 and started[0] is not None
+        assert len(started) == 2 and None not in started  # the fold's read, then the pinned judgement's
         monkeypatch.setattr(cells, "ASIDE_ROWS", 10**12)
         in_line = _rebuilt(ledger.engine)
-        assert len(started) == 1
-        assert aside == in_line and aside[0] == said_from_nothing(ledger.engine) and len(aside[0]) == 7
+        assert len(started) == 2
+        assert aside == in_line and aside[0] == said_from_nothing(ledger.engine) and (len(aside[0]), len(aside[2])) == (5, 8)
 
 
 def test_a_row_given_its_cell_by_the_check_is_read_in_line(ledger_of_every_kind, started):
@@ -77,19 +86,24 @@ def test_a_row_given_its_cell_by_the_check_is_read_in_line(ledger_of_every_kind,
         assert any("2031-01-01" in newest for newest, *_ in found[1].values())
 
 
-def test_a_check_that_fails_stops_the_read_and_changes_nothing(ledger_of_every_kind, started, monkeypatch):
+@pytest.mark.parametrize("failing_pass", ["health_findings", "cache_findings"])
+def test_a_check_that_fails_stops_its_reads_and_changes_nothing(ledger_of_every_kind, started, monkeypatch,
+                                                                 failing_pass):
+    """A pass that fails beside the fold's read (health) or the pinned judgement's (the
+    cache passes): each read is stopped, and the check's transaction rolls back."""
     def failing(*args, **kw):
-        raise RuntimeError("the health pass failed")
+        raise RuntimeError("the pass failed")
 
-    monkeypatch.setattr(check, "health_findings", failing)
+    monkeypatch.setattr(check, failing_pass, failing)
     with open_ledger(str(ledger_of_every_kind), "write") as ledger:
         with ledger.engine.begin() as conn:
             conn.execute(sa.text("UPDATE cache_cells_state SET upto = 0"))
             runs = conn.execute(sa.text("SELECT count(*) FROM check_runs")).scalar()
         threads = threading.active_count()
-        with pytest.raises(RuntimeError, match="the health pass failed"):
+        with pytest.raises(RuntimeError, match="the pass failed"):
             check.run_check(ledger.engine)
-        assert len(started) == 1 and threading.active_count() == threads
+        assert len(started) == (1 if failing_pass == "health_findings" else 2)
+        assert threading.active_count() == threads
         with ledger.engine.connect() as conn:
             assert conn.execute(sa.text("SELECT count(*) FROM check_runs")).scalar() == runs
             assert conn.execute(sa.text("SELECT upto FROM cache_cells_state")).scalar() == 0

@@ -23,6 +23,7 @@ from ledger.filters import filter_sql, refuse_unmatched
 from ledger.filters import given as filters_given
 from ledger.record import CACHE_CELL, COMPARABILITY_KEY
 from ledger.rows import after_sql, key_values, pinnable_sql, time_sql, utc_now
+from ledger.storage.aside import AsideRead
 from ledger.storage.batch import insert_rows
 from ledger.storage.engine import planned
 from ledger.storage.models import check_runs, pins, verdicts
@@ -75,25 +76,44 @@ def _judge_sql(dialect: str, where: str, allow_loaded: bool = False, new_only: b
     grouped = (f"SELECT pin_id, verdict, MAX(row_id) AS row_id, SUM(n_rows) AS n_rows, MAX(compile_s) AS compile_s,"
                f" MAX(cause) AS cause FROM ({judged}) judged GROUP BY pin_id, verdict, {one_per_finding}")
     return (
-        "INSERT INTO verdicts (check_run_id, pin_id, pin_key, row_id, n_rows, compile_s, pin_compile_s, ratio,"
-        " tolerance, verdict, cause, checked_at, rule, threshold_s)"
-        " SELECT :run, p.id, p.pin_key, g.row_id, g.n_rows, g.compile_s, p.compile_s,"
+        f"SELECT :run, p.id, p.pin_key, g.row_id, g.n_rows, g.compile_s, p.compile_s,"
         f" g.compile_s / NULLIF(p.compile_s, 0), :tol, g.verdict, g.cause, :now, {rule}, {limit}"
         f" FROM ({grouped}) g JOIN pins p ON p.id = g.pin_id ORDER BY g.row_id"
     )
 
 
-def _judge_pinned(conn, where: str, allow_loaded: bool, prev, params: dict) -> None:
+_JUDGED = ("check_run_id", "pin_id", "pin_key", "row_id", "n_rows", "compile_s", "pin_compile_s", "ratio",
+           "tolerance", "verdict", "cause", "checked_at", "rule", "threshold_s")  # what _judge_sql selects
+
+
+def _judge_pinned(conn, where: str, allow_loaded: bool, prev, params: dict, aside: bool = False) -> AsideRead | None:
     """The pinned rows judged into verdicts (_judge_sql): every row, or where the previous
     run `prev` stands for the rows up to its `upto`, the rows since. PostgreSQL joins those
     by hashing. Its estimates of the pinned rows are a handful: for the rows since, the
     statistics of a table that has just grown (2.2 s of a daily check at 1M rows, where the
     hash joins take 0.1 s); for every row, the pins' cells matched through the cells table
     (4.6 s of a first check, each cell's rows fetched through the index out of order and
-    each pin looked up per row, where a scan and hash joins take 1.9 s)."""
+    each pin looked up per row, where a scan and hash joins take 1.9 s).
+
+    `aside`: every row is judged on a connection of its own (AsideRead, as cells.begin_fold
+    reads a rebuild's rows), while the check goes on; its reader is returned, for
+    _insert_judged. Else they are judged here, and None is returned."""
     new_only = bool(prev and prev.upto)
-    with planned(conn, enable_nestloop="off"):
-        conn.execute(sa.text(_judge_sql(conn.dialect.name, where, allow_loaded, new_only)), params)
+    sql = _judge_sql(conn.dialect.name, where, allow_loaded, new_only)
+    reader = AsideRead.start(conn, sql, params) if aside and not new_only else None
+    if reader is None:
+        with planned(conn, enable_nestloop="off"):
+            conn.execute(sa.text(f"INSERT INTO verdicts ({', '.join(_JUDGED)}) {sql}"), params)
+    return reader
+
+
+def _insert_judged(conn, reader: AsideRead | None) -> None:
+    """The verdicts _judge_pinned judged aside, if it did, in the order judged."""
+    if reader is not None:  # on SQLite (AsideRead): its parameters are ?
+        rows = reader.rows()
+        if rows:
+            conn.exec_driver_sql(f"INSERT INTO verdicts ({', '.join(_JUDGED)}) VALUES ({', '.join('?' * len(_JUDGED))})",
+                                 rows)
 
 
 # what a cache verdict reads of its row and of the warm row it is read against (link_pin)
@@ -216,35 +236,41 @@ def judge(conn, *, tolerance: float = TOLERANCE, filters: dict | None = None, si
     given = json.dumps(filters_given(filters) | ({"since": since} if since else {})
                        | ({"below_threshold_s": below_s} if below_s != BELOW_THRESHOLD_S else {})
                        | ({"allow_loaded": True} if allow_loaded else {}), sort_keys=True)
-    # the fold first (a rebuild's pass over every row goes on beside the health and the
-    # pinned judgement: cells.begin_fold), its cells read after them
+    # a rebuild's pass over every row goes on beside the health (cells.begin_fold), and a
+    # judgement of every pinned row beside the cache passes (_judge_pinned), each on a
+    # connection of its own: the check uses both cores
     fold = cells.begin_fold(conn, aside=fresh)
+    pinned = None
     try:
         kept = None if rejudge or since is not None else _kept(conn, fold.found, given)
-        health, newest_run = health_findings(conn, filters, below_s, kept)
-        health = since_filter(conn, health, since)
         digest = pins_digest(conn)
         prev = None if rejudge else _reusable(conn, fold.found, digest, tolerance, min_diff, given)
         run_id = conn.execute(sa.insert(check_runs).values(
             checked_at=now, tolerance=tolerance, exit_code=0, min_diff_s=min_diff, filters=given, upto=fold.top,
-            pins_digest=digest, newest_run_time=newest_run)).inserted_primary_key[0]
+            pins_digest=digest)).inserted_primary_key[0]
         before = _previous(conn, run_id, given)
-        _judge_pinned(conn, where, allow_loaded, prev, params | {
+        health, newest_run = health_findings(conn, filters, below_s, kept)
+        health = since_filter(conn, health, since)
+        folded = fold.finish()
+        pinned = _judge_pinned(conn, where, allow_loaded, prev, params | {
             "run": run_id, "tol": tolerance, "min_diff": min_diff, "now": now, "top": fold.top,
-            "above": prev.upto if prev else 0, "prev": prev.id if prev else 0})
+            "above": prev.upto if prev else 0, "prev": prev.id if prev else 0}, aside=fold.reader is not None)
+        parsed = lineages_of(list(folded.cells))  # every cell's lineage and values: one parse
+        found = cache_findings(conn, folded.cells, parsed, filters, since, _earlier(conn, kept, folded, parsed))
+        _insert_judged(conn, pinned)
     except BaseException:
-        fold.cancel()
+        for reader in (fold, pinned):
+            if reader is not None:
+                reader.cancel()
         raise
-    folded = fold.finish()
-    parsed = lineages_of(list(folded.cells))  # every cell's lineage and values: one parse
-    found = cache_findings(conn, folded.cells, parsed, filters, since, _earlier(conn, kept, folded, parsed))
     found += health
     if found:
         insert_rows(conn, verdicts, _cache_verdicts(conn, found, run_id, now))
     counts = dict(conn.execute(sa.select(verdicts.c.verdict, sa.func.sum(verdicts.c.n_rows))
                                .where(verdicts.c.check_run_id == run_id).group_by(verdicts.c.verdict)).all())
     exit_code = 1 if counts.get(REGRESSION) or any(f.fails for f in found) else 0
-    conn.execute(sa.update(check_runs).where(check_runs.c.id == run_id).values(exit_code=exit_code))
+    conn.execute(sa.update(check_runs).where(check_runs.c.id == run_id)
+                 .values(exit_code=exit_code, newest_run_time=newest_run))
     findings = stored_findings(conn, run_id)
     if before is not None:
         said = _said_by(conn, before)
