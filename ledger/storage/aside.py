@@ -1,54 +1,60 @@
-"""A read made beside a SQLite write transaction: one SELECT on a connection of its own,
-in a thread, while the writer's connection goes on with other statements; the two use
-both cores (SQLite lets go of Python's lock while it steps).
+"""A read made beside a write transaction: one SELECT on a connection of its own, in a
+thread, while the writer's connection goes on with other statements, so that a check
+uses both cores (SQLite lets go of Python's lock while it steps; PostgreSQL reads in a
+server process of its own).
 
-What it reads is what the writer would read, when the writer has changed none of the
-tables it reads: the writer holds the write lock (BEGIN IMMEDIATE), so no other
-connection can commit meanwhile, and the reader's snapshot (WAL) is the last commit:
-the writer's own, until it has written. A rebuild of the cache cells (ledger/watch/cells.py)
-uses it for its pass over every row.
+What it reads is what the writer would read where the writer has changed none of the
+tables it reads, and no other writer can commit to them meanwhile: on SQLite the writer
+holds the write lock (BEGIN IMMEDIATE) and the reader's snapshot (WAL) is the last
+commit; on PostgreSQL the writer's SHARE lock on compile_records (cells.begin_fold)
+keeps every other insert out, and the reader sees what is committed. The cache cells'
+rebuild (ledger/watch/cells.py) and the judgement of every pinned row
+(ledger/watch/check.py) use it on a first check.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 
-from ledger.storage.sqlite_file import connect_read_only
+import sqlalchemy as sa
+
+from ledger.storage.engine import read_connection
 from ledger.storage.url import sqlite_path
 
 
 class AsideRead:
-    """One SELECT's rows, read in a thread on a read-only connection of its own."""
+    """One SELECT's rows, read in a thread on a connection of its own (the engine's,
+    beginning a transaction that only reads)."""
 
-    def __init__(self, path, sql: str, params: dict, pragmas: tuple[str, ...] = ()):
-        self._con: sqlite3.Connection | None = None
+    def __init__(self, engine, sql: str, params: dict, setup: tuple[str, ...] = ()):
+        self._dbapi = None  # the reader's driver connection, once it has one (cancel)
         self._rows: list[tuple] | None = None
-        self._error: BaseException | None = None
-        self._ready = threading.Event()  # the connection is open (or failed to open)
-        self._thread = threading.Thread(target=self._read, args=(path, sql, params, pragmas), daemon=True)
+        self._error: Exception | None = None
+        self._ready = threading.Event()  # it has a connection, or failed to get one
+        self._thread = threading.Thread(target=self._read, args=(engine, sql, params, setup), daemon=True)
         self._thread.start()
 
     @classmethod
-    def start(cls, conn, sql: str, params: dict, pragmas: tuple[str, ...] = ()) -> AsideRead | None:
-        """The read begun beside `conn`, or None where it cannot be (not a SQLite file: a
-        database in memory has no second connection)."""
-        path = sqlite_path(conn.engine.url.render_as_string(hide_password=False))
-        return cls(path, sql, params, pragmas) if conn.dialect.name == "sqlite" and path is not None else None
+    def start(cls, conn, sql: str, params: dict, setup: tuple[str, ...] = ()) -> AsideRead | None:
+        """The read begun beside `conn`, or None where it cannot be: a SQLite database in
+        memory has no second connection to it."""
+        url = conn.engine.url
+        if url.get_backend_name() == "sqlite" and sqlite_path(url.render_as_string(hide_password=False)) is None:
+            return None
+        return cls(conn.engine, sql, params, setup)
 
-    def _read(self, path, sql: str, params: dict, pragmas: tuple[str, ...]) -> None:
+    def _read(self, engine, sql: str, params: dict, setup: tuple[str, ...]) -> None:
         try:
-            self._con = connect_read_only(path)
-            self._ready.set()
-            for pragma in pragmas:
-                self._con.execute(pragma)
-            self._rows = self._con.execute(sql, params).fetchall()
+            with read_connection(engine) as conn:
+                self._dbapi = conn.connection.dbapi_connection
+                self._ready.set()
+                for statement in setup:
+                    conn.exec_driver_sql(statement)
+                self._rows = [tuple(r) for r in conn.execute(sa.text(sql), params)]
         except Exception as exc:  # noqa: BLE001 - handed to the caller by rows()
             self._error = exc
         finally:
             self._ready.set()
-            if self._con is not None:
-                self._con.close()
 
     def rows(self) -> list[tuple]:
         """The rows, once read; the reader's error, if it failed."""
@@ -58,12 +64,12 @@ class AsideRead:
         return self._rows
 
     def cancel(self) -> None:
-        """Stop the read (the writer gave up) and wait for the thread to end."""
+        """Stop the read (the writer gave up) and wait for its thread to end."""
         self._ready.wait()
-        con = self._con
-        if con is not None:
+        if self._dbapi is not None and self._thread.is_alive():
+            stop = getattr(self._dbapi, "interrupt", None) or self._dbapi.cancel  # sqlite3's, psycopg's
             try:
-                con.interrupt()
-            except sqlite3.ProgrammingError:  # closed already: the read had ended
+                stop()
+            except Exception:  # noqa: BLE001, S110 - the read ended meanwhile: nothing to stop
                 pass
         self._thread.join()

@@ -92,13 +92,18 @@ def planned(conn, **settings: str):
     if conn.dialect.name != "postgresql":
         yield
         return
-    for name, value in settings.items():
-        conn.exec_driver_sql(f"SET LOCAL {name} = {value}")
+    for statement in planner_settings(conn.dialect.name, **settings):
+        conn.exec_driver_sql(statement)
     try:
         yield
     finally:
         for name in settings:
             conn.exec_driver_sql(f"SET LOCAL {name} TO DEFAULT")
+
+
+def planner_settings(dialect: str, **settings: str) -> tuple[str, ...]:
+    """The statements that make planned()'s settings for the rest of a transaction."""
+    return tuple(f"SET LOCAL {name} = {value}" for name, value in settings.items()) if dialect == "postgresql" else ()
 
 
 def param_marker(conn) -> str:

@@ -33,7 +33,7 @@ from ledger.storage import cell_ids, models
 from ledger.storage.aside import AsideRead
 from ledger.storage.batch import insert_rows, update_rows
 from ledger.storage.cell_ids import CELL_COLUMNS
-from ledger.storage.engine import planned
+from ledger.storage.engine import planned, planner_settings
 from ledger.storage.models import cache_cells, cache_cells_state, compile_records
 
 _ID_PAD = 10**12  # ids as fixed-width text, so "timestamp<SEP>id" sorts as (timestamp, id)
@@ -91,13 +91,14 @@ def summarize(conn, above: int = 0, upto: int | None = None) -> dict[str, tuple]
     if d == "sqlite" and above == 0:
         # a sort of every ok row; SQLite's sorter can split it over worker threads
         conn.exec_driver_sql(_THREADS)
-    # hashed on PostgreSQL: every row sorted by cell and dir took 1.22 s at 1M rows, the hash 0.90 s
-    with planned(conn, enable_sort="off"):
+    with planned(conn, **_HASHED):
         found = conn.execute(sa.text(_summary_sql(d, upto)), {"above": above, "upto": upto}).all()
     return _keyed(conn, found)
 
 
 _THREADS = f"PRAGMA threads = {min(8, os.cpu_count() or 1)}"
+# hashed on PostgreSQL: every row sorted by cell and dir took 1.22 s at 1M rows, the hash 0.90 s
+_HASHED = {"enable_sort": "off"}
 
 
 def _summary_sql(d: str, upto: int | None) -> str:
@@ -182,7 +183,7 @@ def begin_fold(conn, aside: bool = False) -> Fold:
     """A fold of the rows up to MAX(id), begun in the caller's write transaction (a
     check's), which no other writer can interleave: SQLite's begins IMMEDIATE; on
     PostgreSQL the SHARE lock waits for every open insert to commit, so no row can later
-    appear below `upto`. A rebuild from every row of a big SQLite ledger is summed up
+    appear below `upto`. A rebuild from every row of a big ledger is summed up
     meanwhile on a connection of its own (AsideRead), where the caller says (`aside`) that
     its transaction wrote nothing before, and this one gave no row its cell id: that
     connection sees only what is committed. finish() writes the cells."""
@@ -195,7 +196,9 @@ def begin_fold(conn, aside: bool = False) -> Fold:
     top = conn.execute(sa.text("SELECT MAX(id) FROM compile_records")).scalar() or 0
     reader = None
     if aside and upto == 0 and not given and top >= ASIDE_ROWS:
-        reader = AsideRead.start(conn, _summary_sql(conn.dialect.name, top), {"above": 0, "upto": top}, (_THREADS,))
+        d = conn.dialect.name
+        setup = (_THREADS,) if d == "sqlite" else planner_settings(d, **_HASHED)
+        reader = AsideRead.start(conn, _summary_sql(d, top), {"above": 0, "upto": top}, setup)
     return Fold(conn, upto, top, reader)
 
 

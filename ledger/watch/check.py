@@ -25,7 +25,7 @@ from ledger.record import CACHE_CELL, COMPARABILITY_KEY
 from ledger.rows import after_sql, key_values, pinnable_sql, time_sql, utc_now
 from ledger.storage.aside import AsideRead
 from ledger.storage.batch import insert_rows
-from ledger.storage.engine import planned
+from ledger.storage.engine import param_marker, planned, planner_settings
 from ledger.storage.models import check_runs, pins, verdicts
 from ledger.watch import cells, grouped
 from ledger.watch.causes import fetch_rows
@@ -99,21 +99,25 @@ def _judge_pinned(conn, where: str, allow_loaded: bool, prev, params: dict, asid
     reads a rebuild's rows), while the check goes on; its reader is returned, for
     _insert_judged. Else they are judged here, and None is returned."""
     new_only = bool(prev and prev.upto)
-    sql = _judge_sql(conn.dialect.name, where, allow_loaded, new_only)
-    reader = AsideRead.start(conn, sql, params) if aside and not new_only else None
+    d = conn.dialect.name
+    sql = _judge_sql(d, where, allow_loaded, new_only)
+    reader = AsideRead.start(conn, sql, params, planner_settings(d, **_HASH_JOINS)) if aside and not new_only else None
     if reader is None:
-        with planned(conn, enable_nestloop="off"):
+        with planned(conn, **_HASH_JOINS):
             conn.execute(sa.text(f"INSERT INTO verdicts ({', '.join(_JUDGED)}) {sql}"), params)
     return reader
 
 
+_HASH_JOINS = {"enable_nestloop": "off"}  # _judge_pinned's, on PostgreSQL
+
+
 def _insert_judged(conn, reader: AsideRead | None) -> None:
     """The verdicts _judge_pinned judged aside, if it did, in the order judged."""
-    if reader is not None:  # on SQLite (AsideRead): its parameters are ?
+    if reader is not None:
         rows = reader.rows()
         if rows:
-            conn.exec_driver_sql(f"INSERT INTO verdicts ({', '.join(_JUDGED)}) VALUES ({', '.join('?' * len(_JUDGED))})",
-                                 rows)
+            marks = ", ".join([param_marker(conn)] * len(_JUDGED))
+            conn.exec_driver_sql(f"INSERT INTO verdicts ({', '.join(_JUDGED)}) VALUES ({marks})", rows)
 
 
 # what a cache verdict reads of its row and of the warm row it is read against (link_pin)
