@@ -1,6 +1,6 @@
-"""A rebuild of the cache cells, and the judgement of every pinned row, read on connections
-of their own while the check goes on (cells.begin_fold, check._judge_pinned,
-ledger/storage/aside.py): the same cells, verdicts and findings as read in line, on both
+"""A check's health, and on a first check the rebuild of the cache cells and the judgement
+of every pinned row, read on connections of their own while the check goes on
+(ledger/storage/aside.py): the same cells, verdicts and findings as read in line, on both
 backends; never where the check's transaction has changed a row; nothing left running
 when the check fails."""
 
@@ -13,7 +13,7 @@ from contextlib import contextmanager
 import pytest
 import sqlalchemy as sa
 
-from ledger.storage.aside import AsideRead
+from ledger.storage.aside import Aside, rows_of
 from ledger.storage.open import open_ledger
 from ledger.watch import cells, check
 
@@ -31,14 +31,14 @@ def every_kind_checked(backend: str, tmp_path):
         add(db, tmp_path, *(rec(transform=t, compile_s=1.0, timestamp="2026-07-30T10:00:00")
                             for t in ("jit", "grad", "vmap")))
         with open_ledger(str(db), "write") as ledger:
-            yield ledger.engine
+            yield db, ledger.engine
 
 
 @pytest.fixture
 def started(monkeypatch):
     """The reads begun aside, at any ledger size."""
     begun = []
-    real = AsideRead.start
+    real = Aside.start
 
     def start(*args, **kw):
         reader = real(*args, **kw)
@@ -46,7 +46,7 @@ def started(monkeypatch):
         return reader
 
     monkeypatch.setattr(cells, "ASIDE_ROWS", 0)
-    monkeypatch.setattr(AsideRead, "start", start)
+    monkeypatch.setattr(Aside, "start", start)
     return begun
 
 
@@ -66,22 +66,30 @@ def _rebuilt(engine) -> tuple[list[tuple], dict, list[tuple]]:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_rebuild_read_aside_finds_what_one_read_in_line_finds(backend, tmp_path, started, monkeypatch):
-    with every_kind_checked(backend, tmp_path) as engine:
+def test_a_check_read_aside_finds_what_one_read_in_line_finds(backend, tmp_path, started, monkeypatch):
+    with every_kind_checked(backend, tmp_path) as (db, engine):
         aside = _rebuilt(engine)
-        assert len(started) == 2 and None not in started  # the fold's read, then the pinned judgement's
+        assert len(started) == 3 and None not in started  # the fold's read, the health, the pinned judgement
         monkeypatch.setattr(cells, "ASIDE_ROWS", 10**12)
         in_line = _rebuilt(engine)
-        assert len(started) == 2
+        assert len(started) == 3
         assert aside == in_line and aside[0] == said_from_nothing(engine)
         assert (len(aside[0]), len(aside[2])) == (5, 8)
+        # a daily check: the health aside alone, and what a check from every row says
+        monkeypatch.setattr(cells, "ASIDE_ROWS", 0)
+        add(db, tmp_path, rec(transform="grad", cache_state="cold", compile_s=9.0, timestamp="2026-07-31T10:00:00"))
+        daily = check.run_check(engine)
+        assert len(started) == 4
+        with engine.connect() as conn:
+            said = said_with_facts(check.stored_findings(conn, daily.run_id))
+        assert said == said_from_nothing(engine) and len(said) == 6
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_row_given_its_cell_by_the_check_is_read_in_line(backend, tmp_path, started):
     """A connection aside sees only what is committed: where the check itself gives a row
     its cell id (a person's copy of a row into another key), every read is in line."""
-    with every_kind_checked(backend, tmp_path) as engine:
+    with every_kind_checked(backend, tmp_path) as (_, engine):
         copy_by_hand(engine, 1, "model_type = 'copied'", "timestamp = '2031-01-01T00:00:00'")
         found = _rebuilt(engine)
         assert started == []
@@ -91,20 +99,21 @@ def test_a_row_given_its_cell_by_the_check_is_read_in_line(backend, tmp_path, st
 
 @pytest.mark.parametrize("failing_pass", ["health_findings", "cache_findings"])
 def test_a_check_that_fails_stops_its_reads_and_changes_nothing(tmp_path, started, monkeypatch, failing_pass):
-    """A pass that fails beside the fold's read (health) or the pinned judgement's (the
-    cache passes): each read is stopped, and the check's transaction rolls back."""
+    """A pass that fails aside (the health, its error handed over) or in line while the reads
+    aside go on (the cache passes): each read is stopped, and the check's transaction rolls
+    back."""
     def failing(*args, **kw):
         raise RuntimeError("the pass failed")
 
     monkeypatch.setattr(check, failing_pass, failing)
-    with every_kind_checked("sqlite", tmp_path) as engine:
+    with every_kind_checked("sqlite", tmp_path) as (_, engine):
         with engine.begin() as conn:
             conn.execute(sa.text("UPDATE cache_cells_state SET upto = 0"))
             runs = conn.execute(sa.text("SELECT count(*) FROM check_runs")).scalar()
         threads = threading.active_count()
         with pytest.raises(RuntimeError, match="the pass failed"):
             check.run_check(engine)
-        assert len(started) == (1 if failing_pass == "health_findings" else 2)
+        assert len(started) == 3
         assert threading.active_count() == threads
         with engine.connect() as conn:
             assert conn.execute(sa.text("SELECT count(*) FROM check_runs")).scalar() == runs
@@ -116,9 +125,9 @@ def test_a_read_aside_hands_over_its_error_and_needs_a_file(tmp_path):
     sqlite3.connect(db).close()
     engine = sa.create_engine(f"sqlite:///{db}")
     with engine.connect() as conn:
-        reader = AsideRead.start(conn, "SELECT * FROM no_such_table", {})
+        reader = Aside.start(conn, rows_of("SELECT * FROM no_such_table", {}))
         with pytest.raises(sa.exc.OperationalError, match="no such table"):
-            reader.rows()
-        assert AsideRead.start(conn, "SELECT :n", {"n": 1}).rows() == [(1,)]
+            reader.result()
+        assert Aside.start(conn, rows_of("SELECT :n", {"n": 1})).result() == [(1,)]
     with sa.create_engine("sqlite://").connect() as conn:
-        assert AsideRead.start(conn, "SELECT 1", {}) is None
+        assert Aside.start(conn, rows_of("SELECT 1", {})) is None

@@ -30,7 +30,7 @@ from ledger.filters import given
 from ledger.record import CACHE_CELL, COLD, NONE, WARM
 from ledger.rows import key_text, ok_sql, time_sql
 from ledger.storage import cell_ids, models
-from ledger.storage.aside import AsideRead
+from ledger.storage.aside import Aside, rows_of
 from ledger.storage.batch import insert_rows, update_rows
 from ledger.storage.cell_ids import CELL_COLUMNS
 from ledger.storage.engine import planned, planner_settings
@@ -184,7 +184,7 @@ def begin_fold(conn, aside: bool = False) -> Fold:
     check's), which no other writer can interleave: SQLite's begins IMMEDIATE; on
     PostgreSQL the SHARE lock waits for every open insert to commit, so no row can later
     appear below `upto`. A rebuild from every row of a big ledger is summed up
-    meanwhile on a connection of its own (AsideRead), where the caller says (`aside`) that
+    meanwhile on a connection of its own (storage.aside), where the caller says (`aside`) that
     its transaction wrote nothing before, and this one gave no row its cell id: that
     connection sees only what is committed. finish() writes the cells."""
     if conn.dialect.name == "postgresql":
@@ -194,28 +194,31 @@ def begin_fold(conn, aside: bool = False) -> Fold:
                          .where(cache_cells_state.c.id == 1)).first()
     upto = state.upto if state is not None and state.cell_fields == _FIELDS and _armed(conn) else 0
     top = conn.execute(sa.text("SELECT MAX(id) FROM compile_records")).scalar() or 0
+    beside = aside and not given and top >= ASIDE_ROWS
     reader = None
-    if aside and upto == 0 and not given and top >= ASIDE_ROWS:
+    if beside and upto == 0:
         d = conn.dialect.name
         setup = (_THREADS,) if d == "sqlite" else planner_settings(d, **_HASHED)
-        reader = AsideRead.start(conn, _summary_sql(d, top), {"above": 0, "upto": top}, setup)
-    return Fold(conn, upto, top, reader)
+        reader = Aside.start(conn, rows_of(_summary_sql(d, top), {"above": 0, "upto": top}, setup))
+    return Fold(conn, upto, top, beside, reader)
 
 
-# A rebuild of a ledger with this many rows or more sums them up on a connection of its own
-# (AsideRead) while the check goes on; below it a thread and a connection save nothing.
+# A check of a ledger with this many rows or more reads on connections of its own beside its
+# own (storage.aside); below it a thread and a connection save nothing.
 ASIDE_ROWS = 100_000
 
 
 @dataclass
 class Fold:
     """A fold begun: `found` is the `upto` it found (0: every row is summed up again), `top`
-    the one it leaves."""
+    the one it leaves; `beside`: the check may read on connections of its own (a big
+    ledger, and its transaction has changed no row); `reader`: a rebuild's, so read."""
 
     conn: sa.Connection
     found: int
     top: int
-    reader: AsideRead | None = None
+    beside: bool = False
+    reader: Aside | None = None
 
     def finish(self) -> Folded:
         conn, upto, top = self.conn, self.found, self.top
@@ -224,7 +227,7 @@ class Fold:
         kept = stored(conn) if upto else {}
         new: dict[str, tuple] = {}
         if top > upto:
-            new = _keyed(conn, self.reader.rows()) if self.reader else summarize(conn, upto, top)
+            new = _keyed(conn, self.reader.result()) if self.reader else summarize(conn, upto, top)
             merged = {k: _combine(kept[k], s) if k in kept else s for k, s in new.items()}
             update_rows(conn, cache_cells, "cell_key",
                         [{"cell_key": k, **_columns(s)} for k, s in merged.items() if k in kept])

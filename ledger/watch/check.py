@@ -23,7 +23,7 @@ from ledger.filters import filter_sql, refuse_unmatched
 from ledger.filters import given as filters_given
 from ledger.record import CACHE_CELL, COMPARABILITY_KEY
 from ledger.rows import after_sql, key_values, pinnable_sql, time_sql, utc_now
-from ledger.storage.aside import AsideRead
+from ledger.storage.aside import Aside, rows_of
 from ledger.storage.batch import insert_rows
 from ledger.storage.engine import param_marker, planned, planner_settings
 from ledger.storage.models import check_runs, pins, verdicts
@@ -86,7 +86,7 @@ _JUDGED = ("check_run_id", "pin_id", "pin_key", "row_id", "n_rows", "compile_s",
            "tolerance", "verdict", "cause", "checked_at", "rule", "threshold_s")  # what _judge_sql selects
 
 
-def _judge_pinned(conn, where: str, allow_loaded: bool, prev, params: dict, aside: bool = False) -> AsideRead | None:
+def _judge_pinned(conn, where: str, allow_loaded: bool, prev, params: dict, aside: bool = False) -> Aside | None:
     """The pinned rows judged into verdicts (_judge_sql): every row, or where the previous
     run `prev` stands for the rows up to its `upto`, the rows since. PostgreSQL joins those
     by hashing. Its estimates of the pinned rows are a handful: for the rows since, the
@@ -95,13 +95,13 @@ def _judge_pinned(conn, where: str, allow_loaded: bool, prev, params: dict, asid
     (4.6 s of a first check, each cell's rows fetched through the index out of order and
     each pin looked up per row, where a scan and hash joins take 1.9 s).
 
-    `aside`: every row is judged on a connection of its own (AsideRead, as cells.begin_fold
+    `aside`: every row is judged on a connection of its own (storage.aside, as cells.begin_fold
     reads a rebuild's rows), while the check goes on; its reader is returned, for
     _insert_judged. Else they are judged here, and None is returned."""
     new_only = bool(prev and prev.upto)
     d = conn.dialect.name
     sql = _judge_sql(d, where, allow_loaded, new_only)
-    reader = AsideRead.start(conn, sql, params, planner_settings(d, **_HASH_JOINS)) if aside and not new_only else None
+    reader = Aside.start(conn, rows_of(sql, params, planner_settings(d, **_HASH_JOINS))) if aside and not new_only else None
     if reader is None:
         with planned(conn, **_HASH_JOINS):
             conn.execute(sa.text(f"INSERT INTO verdicts ({', '.join(_JUDGED)}) {sql}"), params)
@@ -111,10 +111,10 @@ def _judge_pinned(conn, where: str, allow_loaded: bool, prev, params: dict, asid
 _HASH_JOINS = {"enable_nestloop": "off"}  # _judge_pinned's, on PostgreSQL
 
 
-def _insert_judged(conn, reader: AsideRead | None) -> None:
+def _insert_judged(conn, reader: Aside | None) -> None:
     """The verdicts _judge_pinned judged aside, if it did, in the order judged."""
     if reader is not None:
-        rows = reader.rows()
+        rows = reader.result()
         if rows:
             marks = ", ".join([param_marker(conn)] * len(_JUDGED))
             conn.exec_driver_sql(f"INSERT INTO verdicts ({', '.join(_JUDGED)}) VALUES ({marks})", rows)
@@ -240,34 +240,35 @@ def judge(conn, *, tolerance: float = TOLERANCE, filters: dict | None = None, si
     given = json.dumps(filters_given(filters) | ({"since": since} if since else {})
                        | ({"below_threshold_s": below_s} if below_s != BELOW_THRESHOLD_S else {})
                        | ({"allow_loaded": True} if allow_loaded else {}), sort_keys=True)
-    # a rebuild's pass over every row goes on beside the health (cells.begin_fold), and a
-    # judgement of every pinned row beside the cache passes (_judge_pinned), each on a
-    # connection of its own: the check uses both cores
+    # on a big ledger the health is read beside the rest, and on a first check a rebuild's
+    # pass over every row (cells.begin_fold) and a judgement of every pinned row beside the
+    # cache passes (_judge_pinned), each on a connection of its own: both cores are used
     fold = cells.begin_fold(conn, aside=fresh)
-    pinned = None
+    pinned = healthy = None
     try:
         kept = None if rejudge or since is not None else _kept(conn, fold.found, given)
+        if fold.beside:
+            healthy = Aside.start(conn, lambda aside: health_findings(aside, filters, below_s, kept))
         digest = pins_digest(conn)
         prev = None if rejudge else _reusable(conn, fold.found, digest, tolerance, min_diff, given)
         run_id = conn.execute(sa.insert(check_runs).values(
             checked_at=now, tolerance=tolerance, exit_code=0, min_diff_s=min_diff, filters=given, upto=fold.top,
             pins_digest=digest)).inserted_primary_key[0]
         before = _previous(conn, run_id, given)
-        health, newest_run = health_findings(conn, filters, below_s, kept)
-        health = since_filter(conn, health, since)
         folded = fold.finish()
         pinned = _judge_pinned(conn, where, allow_loaded, prev, params | {
             "run": run_id, "tol": tolerance, "min_diff": min_diff, "now": now, "top": fold.top,
             "above": prev.upto if prev else 0, "prev": prev.id if prev else 0}, aside=fold.reader is not None)
         parsed = lineages_of(list(folded.cells))  # every cell's lineage and values: one parse
         found = cache_findings(conn, folded.cells, parsed, filters, since, _earlier(conn, kept, folded, parsed))
+        health, newest_run = healthy.result() if healthy else health_findings(conn, filters, below_s, kept)
+        found += since_filter(conn, health, since)
         _insert_judged(conn, pinned)
     except BaseException:
-        for reader in (fold, pinned):
+        for reader in (fold, pinned, healthy):
             if reader is not None:
                 reader.cancel()
         raise
-    found += health
     if found:
         insert_rows(conn, verdicts, _cache_verdicts(conn, found, run_id, now))
     counts = dict(conn.execute(sa.select(verdicts.c.verdict, sa.func.sum(verdicts.c.n_rows))
