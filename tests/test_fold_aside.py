@@ -1,8 +1,7 @@
-"""A check's health, and on a first check the rebuild of the cache cells and the judgement
-of every pinned row, read on connections of their own while the check goes on
-(ledger/storage/aside.py): the same cells, verdicts and findings as read in line, on both
-backends; never where the check's transaction has changed a row; nothing left running
-when the check fails."""
+"""A first check's rebuild of the cache cells and its judgement of every pinned row, read on
+connections of their own while the check goes on (ledger/storage/aside.py): the same
+cells, verdicts and findings as read in line, on both backends; never where the check's
+transaction has changed a row; nothing left running when the check fails."""
 
 from __future__ import annotations
 
@@ -69,17 +68,18 @@ def _rebuilt(engine) -> tuple[list[tuple], dict, list[tuple]]:
 def test_a_check_read_aside_finds_what_one_read_in_line_finds(backend, tmp_path, started, monkeypatch):
     with every_kind_checked(backend, tmp_path) as (db, engine):
         aside = _rebuilt(engine)
-        assert len(started) == 3 and None not in started  # the fold's read, the health, the pinned judgement
+        assert len(started) == 2 and None not in started  # the fold's read, then the pinned judgement's
         monkeypatch.setattr(cells, "ASIDE_ROWS", 10**12)
         in_line = _rebuilt(engine)
-        assert len(started) == 3
+        assert len(started) == 2
         assert aside == in_line and aside[0] == said_from_nothing(engine)
         assert (len(aside[0]), len(aside[2])) == (5, 8)
-        # a daily check: the health aside alone, and what a check from every row says
+        # the next check, a daily one after the rebuild read aside: nothing read aside, and it
+        # says what a check from every row says
         monkeypatch.setattr(cells, "ASIDE_ROWS", 0)
         add(db, tmp_path, rec(transform="grad", cache_state="cold", compile_s=9.0, timestamp="2026-07-31T10:00:00"))
         daily = check.run_check(engine)
-        assert len(started) == 4
+        assert len(started) == 2
         with engine.connect() as conn:
             said = said_with_facts(check.stored_findings(conn, daily.run_id))
         assert said == said_from_nothing(engine) and len(said) == 6
@@ -99,9 +99,8 @@ def test_a_row_given_its_cell_by_the_check_is_read_in_line(backend, tmp_path, st
 
 @pytest.mark.parametrize("failing_pass", ["health_findings", "cache_findings"])
 def test_a_check_that_fails_stops_its_reads_and_changes_nothing(tmp_path, started, monkeypatch, failing_pass):
-    """A pass that fails aside (the health, its error handed over) or in line while the reads
-    aside go on (the cache passes): each read is stopped, and the check's transaction rolls
-    back."""
+    """A pass that fails beside the fold's read (health) or the pinned judgement's (the
+    cache passes): each read is stopped, and the check's transaction rolls back."""
     def failing(*args, **kw):
         raise RuntimeError("the pass failed")
 
@@ -113,7 +112,7 @@ def test_a_check_that_fails_stops_its_reads_and_changes_nothing(tmp_path, starte
         threads = threading.active_count()
         with pytest.raises(RuntimeError, match="the pass failed"):
             check.run_check(engine)
-        assert len(started) == 3
+        assert len(started) == (1 if failing_pass == "health_findings" else 2)
         assert threading.active_count() == threads
         with engine.connect() as conn:
             assert conn.execute(sa.text("SELECT count(*) FROM check_runs")).scalar() == runs

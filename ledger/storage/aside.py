@@ -6,9 +6,9 @@ What it reads is what the writer would read where the writer has changed none of
 tables it reads, and no other writer can commit to them meanwhile: on SQLite the writer
 holds the write lock (BEGIN IMMEDIATE) and the reader's snapshot (WAL) is the last
 commit; on PostgreSQL the writer's SHARE lock on compile_records (cells.begin_fold)
-keeps every other insert out, and the reader sees what is committed. A check reads its
-health so (ledger/watch/check.py), and on a first check the cache cells' rebuild
-(ledger/watch/cells.py) and the judgement of every pinned row.
+keeps every other insert out, and the reader sees what is committed. A first check reads
+so the cache cells' rebuild (ledger/watch/cells.py) and its judgement of every pinned row
+(ledger/watch/check.py).
 """
 
 from __future__ import annotations

@@ -194,30 +194,27 @@ def begin_fold(conn, aside: bool = False) -> Fold:
                          .where(cache_cells_state.c.id == 1)).first()
     upto = state.upto if state is not None and state.cell_fields == _FIELDS and _armed(conn) else 0
     top = conn.execute(sa.text("SELECT MAX(id) FROM compile_records")).scalar() or 0
-    beside = aside and not given and top >= ASIDE_ROWS
     reader = None
-    if beside and upto == 0:
+    if aside and upto == 0 and not given and top >= ASIDE_ROWS:
         d = conn.dialect.name
         setup = (_THREADS,) if d == "sqlite" else planner_settings(d, **_HASHED)
         reader = Aside.start(conn, rows_of(_summary_sql(d, top), {"above": 0, "upto": top}, setup))
-    return Fold(conn, upto, top, beside, reader)
+    return Fold(conn, upto, top, reader)
 
 
-# A check of a ledger with this many rows or more reads on connections of its own beside its
-# own (storage.aside); below it a thread and a connection save nothing.
+# A first check of a ledger with this many rows or more reads on connections of its own beside
+# its own (storage.aside); below it a thread and a connection save nothing.
 ASIDE_ROWS = 100_000
 
 
 @dataclass
 class Fold:
     """A fold begun: `found` is the `upto` it found (0: every row is summed up again), `top`
-    the one it leaves; `beside`: the check may read on connections of its own (a big
-    ledger, and its transaction has changed no row); `reader`: a rebuild's, so read."""
+    the one it leaves; `reader`: a rebuild's read of every row on a connection of its own."""
 
     conn: sa.Connection
     found: int
     top: int
-    beside: bool = False
     reader: Aside | None = None
 
     def finish(self) -> Folded:

@@ -240,35 +240,34 @@ def judge(conn, *, tolerance: float = TOLERANCE, filters: dict | None = None, si
     given = json.dumps(filters_given(filters) | ({"since": since} if since else {})
                        | ({"below_threshold_s": below_s} if below_s != BELOW_THRESHOLD_S else {})
                        | ({"allow_loaded": True} if allow_loaded else {}), sort_keys=True)
-    # on a big ledger the health is read beside the rest, and on a first check a rebuild's
-    # pass over every row (cells.begin_fold) and a judgement of every pinned row beside the
-    # cache passes (_judge_pinned), each on a connection of its own: both cores are used
+    # on a first check of a big ledger a rebuild's pass over every row goes on beside the
+    # health (cells.begin_fold), and a judgement of every pinned row beside the cache passes
+    # (_judge_pinned), each on a connection of its own: both cores are used
     fold = cells.begin_fold(conn, aside=fresh)
-    pinned = healthy = None
+    pinned = None
     try:
         kept = None if rejudge or since is not None else _kept(conn, fold.found, given)
-        if fold.beside:
-            healthy = Aside.start(conn, lambda aside: health_findings(aside, filters, below_s, kept))
         digest = pins_digest(conn)
         prev = None if rejudge else _reusable(conn, fold.found, digest, tolerance, min_diff, given)
         run_id = conn.execute(sa.insert(check_runs).values(
             checked_at=now, tolerance=tolerance, exit_code=0, min_diff_s=min_diff, filters=given, upto=fold.top,
             pins_digest=digest)).inserted_primary_key[0]
         before = _previous(conn, run_id, given)
+        health, newest_run = health_findings(conn, filters, below_s, kept)
+        health = since_filter(conn, health, since)
         folded = fold.finish()
         pinned = _judge_pinned(conn, where, allow_loaded, prev, params | {
             "run": run_id, "tol": tolerance, "min_diff": min_diff, "now": now, "top": fold.top,
             "above": prev.upto if prev else 0, "prev": prev.id if prev else 0}, aside=fold.reader is not None)
         parsed = lineages_of(list(folded.cells))  # every cell's lineage and values: one parse
         found = cache_findings(conn, folded.cells, parsed, filters, since, _earlier(conn, kept, folded, parsed))
-        health, newest_run = healthy.result() if healthy else health_findings(conn, filters, below_s, kept)
-        found += since_filter(conn, health, since)
         _insert_judged(conn, pinned)
     except BaseException:
-        for reader in (fold, pinned, healthy):
+        for reader in (fold, pinned):
             if reader is not None:
                 reader.cancel()
         raise
+    found += health
     if found:
         insert_rows(conn, verdicts, _cache_verdicts(conn, found, run_id, now))
     counts = dict(conn.execute(sa.select(verdicts.c.verdict, sa.func.sum(verdicts.c.n_rows))
