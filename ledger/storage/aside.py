@@ -1,6 +1,7 @@
-"""Reads made beside a write transaction: on a connection of their own, in a thread, while the writer's connection goes on with other statements, so that a check
-uses both cores (SQLite lets go of Python's lock while it steps; PostgreSQL reads in a
-server process of its own).
+"""Reads made beside a write transaction: on a connection of their own, in a thread, while
+the writer's connection goes on with other statements, so that a check uses both cores
+(SQLite lets go of Python's lock while it steps; PostgreSQL reads in a server process of
+its own).
 
 What it reads is what the writer would read where the writer has changed none of the
 tables it reads, and no other writer can commit to them meanwhile: on SQLite the writer
