@@ -236,10 +236,7 @@ def judge(conn, *, tolerance: float = TOLERANCE, filters: dict | None = None, si
     if since is not None:
         where += " AND r.timestamp >= :since"
         params["since"] = since
-    # what the findings were judged over: a run with other options keeps nothing of it
-    given = json.dumps(filters_given(filters) | ({"since": since} if since else {})
-                       | ({"below_threshold_s": below_s} if below_s != BELOW_THRESHOLD_S else {})
-                       | ({"allow_loaded": True} if allow_loaded else {}), sort_keys=True)
+    given = _given(filters, since, below_s, allow_loaded)
     # on a first check of a big ledger a rebuild's pass over every row goes on beside the
     # health (cells.begin_fold), and a judgement of every pinned row beside the cache passes
     # (_judge_pinned), each on a connection of its own: both cores are used
@@ -249,7 +246,7 @@ def judge(conn, *, tolerance: float = TOLERANCE, filters: dict | None = None, si
         kept = None if rejudge or since is not None else _kept(conn, fold.found, given)
         digest = pins_digest(conn)
         prev = None if rejudge else _reusable(conn, fold.found, digest, tolerance, min_diff, given)
-        run_id = conn.execute(sa.insert(check_runs).values(
+        run_id = conn.execute(sa.insert(check_runs).values(  # its exit code and newest run time below
             checked_at=now, tolerance=tolerance, exit_code=0, min_diff_s=min_diff, filters=given, upto=fold.top,
             pins_digest=digest)).inserted_primary_key[0]
         before = _previous(conn, run_id, given)
@@ -281,6 +278,14 @@ def judge(conn, *, tolerance: float = TOLERANCE, filters: dict | None = None, si
         for f in findings:
             f["unchanged"] = tuple(f[c] for c in _SAID) in said
     return CheckResult(run_id, tolerance, exit_code, counts, findings, min_diff, before)
+
+
+def _given(filters: dict | None, since: str | None, below_s: float, allow_loaded: bool) -> str:
+    """What a run's findings were judged over, as check_runs.filters keeps it: a run with
+    other options keeps nothing of another's."""
+    return json.dumps(filters_given(filters) | ({"since": since} if since else {})
+                      | ({"below_threshold_s": below_s} if below_s != BELOW_THRESHOLD_S else {})
+                      | ({"allow_loaded": True} if allow_loaded else {}), sort_keys=True)
 
 
 def _previous(conn, run_id: int, given: str) -> int | None:
