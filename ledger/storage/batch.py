@@ -10,9 +10,28 @@ executemany skips SQLAlchemy's making of each row's parameters (0.03 s of those 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from sqlalchemy.engine import Connection
 
 from ledger.storage.engine import param_marker
+
+
+@contextmanager
+def set_aside(conn: Connection, kind: str, names: tuple[str, ...]) -> Iterator[None]:
+    """SQLite's triggers or indexes (`kind`) of these names, those there are, dropped for
+    the caller's batch in its write transaction and made again from their own text after
+    it: a batch that fails rolls back to what it found (SQLite's DDL is transactional)."""
+    assert kind in ("trigger", "index") and conn.dialect.name == "sqlite"
+    marks = ", ".join("?" * len(names))
+    found = conn.exec_driver_sql(f"SELECT name, sql FROM sqlite_master WHERE type = ? AND name IN ({marks})",
+                                 (kind, *names)).all()
+    for name, _ in found:
+        conn.exec_driver_sql(f"DROP {kind.upper()} {name}")
+    yield
+    for _, sql in found:
+        conn.exec_driver_sql(sql)
 
 
 def insert_rows(conn: Connection, table, rows: list[dict]) -> None:

@@ -17,6 +17,7 @@ from sqlalchemy.engine import Connection
 from ledger.record import KEY_FIELDS
 from ledger.record_validation import compile_key, instrument_key
 from ledger.storage import cell_ids
+from ledger.storage.batch import set_aside
 from ledger.storage.engine import param_marker
 from ledger.storage.models import compile_records, instrument_records
 
@@ -87,17 +88,9 @@ def scattered_indexes_aside(conn: Connection) -> Iterator[KeysTaken]:
     transaction, and made again from their own text after it; the caller leaves out rows
     whose key is taken (the KeysTaken yielded) and inserts with insert_sql(keyed=False).
     A batch that fails rolls back to the indexes it found (SQLite's DDL is transactional)."""
-    assert conn.dialect.name == "sqlite"
-    marks = ", ".join("?" * len(SCATTERED_INDEXES))
-    found = conn.exec_driver_sql(
-        f"SELECT name, sql FROM sqlite_master WHERE type = 'index' AND name IN ({marks})", SCATTERED_INDEXES
-    ).all()
     taken = KeysTaken(conn)  # before the unique index goes: the keys are read from it
-    for name, _ in found:
-        conn.exec_driver_sql(f"DROP INDEX {name}")
-    yield taken
-    for _, sql in found:
-        conn.exec_driver_sql(sql)
+    with set_aside(conn, "index", SCATTERED_INDEXES):
+        yield taken
 
 
 def insert_new(conn: Connection, table, rows: list[dict], taken: KeysTaken | None = None) -> int:

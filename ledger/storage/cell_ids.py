@@ -50,13 +50,10 @@ def own_ids(conn):
         yield
         conn.exec_driver_sql(f"SELECT set_config('{OWN_IDS}', %(v)s, true)", {"v": before or ""})
         return
-    found = conn.exec_driver_sql("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?",
-                                 (INSERT_TRIGGER,)).all()
-    for _ in found:
-        conn.exec_driver_sql(f"DROP TRIGGER {INSERT_TRIGGER}")
-    yield
-    for (sql,) in found:
-        conn.exec_driver_sql(sql)
+    from ledger.storage.batch import set_aside  # here: the import's readers load this module, and no SQLAlchemy
+
+    with set_aside(conn, "trigger", (INSERT_TRIGGER,)):
+        yield
 
 
 def key_sql(dialect: str, table: str = "") -> str:

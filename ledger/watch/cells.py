@@ -31,7 +31,7 @@ from ledger.record import CACHE_CELL, COLD, NONE, WARM
 from ledger.rows import key_text, ok_sql, time_sql
 from ledger.storage import cell_ids, models
 from ledger.storage.aside import Aside, rows_of
-from ledger.storage.batch import insert_rows, update_rows
+from ledger.storage.batch import insert_rows, set_aside, update_rows
 from ledger.storage.cell_ids import CELL_COLUMNS
 from ledger.storage.engine import planned, planner_settings
 from ledger.storage.models import cache_cells, cache_cells_state, compile_records
@@ -323,14 +323,8 @@ def appending(conn, above: int):
     if conn.dialect.name != "sqlite":
         yield
         return
-    found = conn.exec_driver_sql(
-        "SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'compile_records'"
-        f" AND name IN ({', '.join(repr(t) for t in _TRIGGERS)})").all()
-    for name, _ in found:
-        conn.exec_driver_sql(f"DROP TRIGGER {name}")
-    yield
-    for _, sql in found:
-        conn.exec_driver_sql(sql)
+    with set_aside(conn, "trigger", _TRIGGERS):
+        yield
     written = sa.exists().where(compile_records.c.id > above)
     conn.execute(sa.update(cache_cells_state).values(upto=0)
                  .where(cache_cells_state.c.id == 1, cache_cells_state.c.upto > above, written))
