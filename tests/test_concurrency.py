@@ -11,6 +11,7 @@ import queue
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -240,6 +241,42 @@ def test_a_bad_busy_timeout_is_one_line(db, monkeypatch):
     result = run_cli("import", write_json(db.parent / "r.json", [RECORD]), "--db", db)
     assert (result.exit_code, result.output) == (1, "error: LEDGER_BUSY_TIMEOUT='soon' is not a number of seconds\n")
     assert not db.exists()
+
+
+def test_a_writer_putting_the_ledger_in_wal_mode_waits_for_the_lock(db):
+    """`ledger db upgrade` leaves the file in rollback mode; the first writer puts it in
+    WAL mode. While another holds the write lock, SQLite refuses that step at once (busy
+    timeout or not): the writer tries it again until the lock is free, as eight imports
+    of a ledger just upgraded need."""
+    from ledger.storage.engine import make_engine
+
+    assert run_cli("db", "upgrade", "--db", db).exit_code == 0
+    assert query(db, "PRAGMA journal_mode") == [("delete",)]
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    outcome: queue.Queue = queue.Queue()
+
+    def open_to_write():
+        engine = make_engine(f"sqlite:///{db}", wal=True)
+        try:
+            with engine.connect() as conn:
+                outcome.put(conn.exec_driver_sql("PRAGMA journal_mode").scalar())
+        except Exception as exc:  # noqa: BLE001 - handed to the test's thread
+            outcome.put(exc)
+        finally:
+            engine.dispose()
+
+    opener = threading.Thread(target=open_to_write)
+    opener.start()
+    try:
+        with pytest.raises(queue.Empty):  # still waiting while the lock is held
+            outcome.get(timeout=0.5)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+        opener.join(timeout=60)
+    assert outcome.get(timeout=1) == "wal"
+    assert query(db, "PRAGMA journal_mode") == [("wal",)]
 
 
 def test_the_ledger_runs_in_wal_mode(db):

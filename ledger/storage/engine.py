@@ -10,11 +10,17 @@ lock first and waits for it (the busy timeout). A deferred transaction that read
 (the import's duplicate check) and then writes fails at once with "database is
 locked" when another writer holds the lock, and no timeout can help it; with
 IMMEDIATE, many writers queue and all of their rows arrive.
+
+A file still in rollback mode (as `ledger db upgrade` leaves it) is put in WAL mode
+by the first writer that opens it. Two turning it at once deadlock, and SQLite
+refuses one at once, busy timeout or not: so that step is retried until the
+timeout (_into_wal).
 """
 
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -73,7 +79,7 @@ def make_engine(url: str, *, read_only: bool = False, wal: bool = False) -> Engi
             if read_only:
                 dbapi_conn.execute("PRAGMA query_only = ON")
             elif wal:
-                dbapi_conn.execute("PRAGMA journal_mode = WAL")
+                _into_wal(dbapi_conn, timeout)
 
         @event.listens_for(engine, "begin")
         def _begin(conn):
@@ -112,6 +118,25 @@ def param_marker(conn) -> str:
     if marker is None:  # pragma: no cover - neither SQLite nor PostgreSQL
         raise LedgerError(f"unsupported database driver paramstyle {conn.dialect.paramstyle}")
     return marker
+
+
+def _into_wal(dbapi_conn, timeout: float) -> None:
+    """PRAGMA journal_mode = WAL, tried again until the busy timeout while SQLite says
+    busy. Turning a rollback-mode file reads its header and then writes it; another
+    connection that holds or wants the write lock meanwhile makes SQLite refuse at
+    once rather than wait (of eight `ledger import` runs of a ledger just upgraded,
+    one failed so in CI). The PRAGMA is the whole step, so a retry
+    repeats nothing; on a file already in WAL mode it changes nothing."""
+    deadline, pause = time.monotonic() + timeout, 0.01
+    while True:
+        try:
+            dbapi_conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if not is_locked(exc) or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(2 * pause, 0.25)
 
 
 BEGIN_RETRIES = 3
