@@ -46,6 +46,20 @@ def run_offline() -> None:
         context.run_migrations()
 
 
+# PostgreSQL's advisory lock that one database's migrations take: the letters "ledger".
+MIGRATION_LOCK = int.from_bytes(b"ledger", "big")
+
+
+def _one_at_a_time(bind) -> None:
+    """On PostgreSQL, wait for any other migration of this database to commit before
+    reading where it stands: the first writes of a SLURM array to a new, empty database
+    each bring it to head, and all but one failed creating the same tables at once.
+    After the wait, Alembic reads the revision the first committed and has nothing to do.
+    (SQLite's transaction holds the write lock from its BEGIN: the same, already.)"""
+    if bind.dialect.name == "postgresql":
+        bind.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK})")
+
+
 def _migrate() -> None:
     """Run the revisions in one transaction. On SQLite, foreign keys are off while they
     run (a batch operation rebuilds a table: copy, drop, rename, and dropping check_runs
@@ -56,6 +70,7 @@ def _migrate() -> None:
         raw.execute("PRAGMA foreign_keys = OFF")  # a no-op inside a transaction
     try:
         with context.begin_transaction():
+            _one_at_a_time(bind)
             context.run_migrations()
             if raw is not None and (bad := bind.exec_driver_sql("PRAGMA foreign_key_check").first()):
                 raise CommandError(f"the migration leaves a row of {bad[0]} pointing at no {bad[2]} row")
