@@ -8,6 +8,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import queue
+import re
 import sqlite3
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import pytest
 from ledger.storage.sqlite_file import filesystem_type, network_filesystem
 
 from .conftest import PgDb, query, run_cli, write_json
+from .ledgers import add, rec
 
 LEDGER = Path(sys.executable).with_name("ledger")
 RECORD = {"transform": "jit", "compile_s": 1.5, "trace_s": 0.1, "model_type": "mge", "dataset_class": "imaging",
@@ -78,6 +80,30 @@ def test_concurrent_one_row_commits_lose_nothing(any_db):
         p.join(timeout=300)
     assert [p.exitcode for p in procs] == [0] * 6
     assert query(any_db, "SELECT count(*), count(DISTINCT tag) FROM compile_records") == [(240, 240)]
+
+
+@pytest.mark.alone  # many checks and the lock they wait for
+@pytest.mark.slow
+def test_concurrent_checks_each_run_and_say_the_same(any_db, tmp_path):
+    """Checks of one ledger at once (two CI jobs, a user and a cron): each runs whole, one
+    after another, and says what the others say. On PostgreSQL two that held their lock
+    together deadlocked writing the same cells, and all but one failed."""
+    add(any_db, tmp_path, rec(compile_s=1.0, timestamp="2026-07-01T10:00:00"))
+    assert run_cli("pins", "update", "--db", any_db).exit_code == 0
+    add(any_db, tmp_path, rec(compile_s=1.1, timestamp="2026-07-02T10:00:00"),
+        rec(compile_s=3.0, timestamp="2026-07-03T10:00:00"))
+    procs = [subprocess.Popen([LEDGER, "check", "--db", str(any_db)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=_env()) for _ in range(6)]
+    results = [(p.wait(timeout=300), *p.communicate()) for p in procs]
+    assert [err for _, _, err in results] == [""] * 6
+    said = {int(re.search(r"^check run (\d+) ", out, re.MULTILINE)[1]): (code, out) for code, out, _ in results}
+    assert sorted(said) == [1, 2, 3, 4, 5, 6], results
+    summary = "(tolerance 1.5x): 1 ok, 1 regression, 0 inconclusive, 0 went-cold\n"
+    first = said.pop(1)
+    assert first[0] == 1 and first[1].startswith("regression ") and first[1].endswith(f"check run 1 {summary}")
+    for n, (code, out) in said.items():  # each after the one before it, whole
+        assert (code, out) == (1, f"1 finding in 1 line unchanged since check run {n - 1}, 1 of them failing:"
+                                  f" ledger check --verbose lists them\ncheck run {n} {summary}")
 
 
 # -- the writers overlap, and a read goes on while a write is open -------------------------

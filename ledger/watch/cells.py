@@ -179,16 +179,21 @@ def fold(conn) -> Folded:
     return begin_fold(conn).finish()
 
 
+# Conflicts with an insert (ROW EXCLUSIVE) as SHARE does, and with itself: one check at a time.
+FOLD_LOCK = "LOCK TABLE compile_records IN SHARE ROW EXCLUSIVE MODE"
+
+
 def begin_fold(conn, aside: bool = False) -> Fold:
     """A fold of the rows up to MAX(id), begun in the caller's write transaction (a
     check's), which no other writer can interleave: SQLite's begins IMMEDIATE; on
-    PostgreSQL the SHARE lock waits for every open insert to commit, so no row can later
-    appear below `upto`. A rebuild from every row of a big ledger is summed up
+    PostgreSQL the SHARE ROW EXCLUSIVE lock waits for every open insert to commit, so no
+    row can later appear below `upto`, and for any other check: two that held SHARE
+    together deadlocked writing the same cells. A rebuild from every row of a big ledger is summed up
     meanwhile on a connection of its own (storage.aside), where the caller says (`aside`) that
     its transaction wrote nothing before, and this one gave no row its cell id: that
     connection sees only what is committed. finish() writes the cells."""
     if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql("LOCK TABLE compile_records IN SHARE MODE")
+        conn.exec_driver_sql(FOLD_LOCK)
     given = cell_ids.assign(conn)  # a row INSERTed by hand has none yet (writers give theirs)
     state = conn.execute(sa.select(cache_cells_state.c.upto, cache_cells_state.c.cell_fields)
                          .where(cache_cells_state.c.id == 1)).first()
