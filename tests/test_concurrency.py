@@ -102,8 +102,8 @@ def test_concurrent_checks_each_run_and_say_the_same(any_db, tmp_path):
     first = said.pop(1)
     assert first[0] == 1 and first[1].startswith("regression ") and first[1].endswith(f"check run 1 {summary}")
     for n, (code, out) in said.items():  # each after the one before it, whole
-        assert (code, out) == (1, f"1 finding in 1 line unchanged since check run {n - 1}, 1 of them failing:"
-                                  f" ledger check --verbose lists them\ncheck run {n} {summary}")
+        unchanged = f"1 finding in 1 line unchanged since check run {n - 1}, 1 of them failing"
+        assert (code, out) == (1, f"{unchanged}: ledger check --verbose lists them\ncheck run {n} {summary}")
 
 
 # -- the writers overlap, and a read goes on while a write is open -------------------------
