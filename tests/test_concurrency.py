@@ -309,6 +309,31 @@ def test_a_writer_putting_the_ledger_in_wal_mode_waits_for_the_lock(db):
     assert query(db, "PRAGMA journal_mode") == [("wal",)]
 
 
+@pytest.mark.parametrize("other_open", [True, False], ids=["another-has-it-open", "alone"])
+def test_a_failed_first_write_removes_the_new_file_only_if_no_other_has_it_open(tmp_path, other_open):
+    """A write that fails leaves no new, empty ledger behind; but a file another writer has
+    opened since is its own (a SLURM array's first writes): removing it lost every row
+    that writer then committed, its command ending well."""
+    from ledger.errors import LedgerError
+    from ledger.storage.engine import make_engine
+    from ledger.storage.open import open_ledger
+
+    db = tmp_path / "new.db"
+    failing = open_ledger(str(db), "write")  # found it missing: made it, at head
+    other = make_engine(f"sqlite:///{db}", wal=True)
+    try:
+        if other_open:
+            other.connect().close()  # into the pool: open, idle, as a writer between transactions
+        failing.__exit__(LedgerError, LedgerError("a bad record"), None)
+        assert db.exists() is other_open
+        if other_open:  # and what the other writes is there
+            with other.begin() as conn:
+                conn.exec_driver_sql("INSERT INTO compile_records (transform, compile_s) VALUES ('jit', 1.0)")
+            assert query(db, "SELECT count(*) FROM compile_records") == [(1,)]
+    finally:
+        other.dispose()
+
+
 def test_the_ledger_runs_in_wal_mode(db):
     assert run_cli("import", write_json(db.parent / "r.json", [RECORD]), "--db", db).exit_code == 0
     assert query(db, "PRAGMA journal_mode") == [("wal",)]

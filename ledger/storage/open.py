@@ -10,13 +10,15 @@ stands in the revision chain, and refuses what the mode may not touch:
   migrate  any database this ledger's revisions can move (`ledger db`)
 
 Used as a context manager: a write that fails leaves no new, empty database file
-behind, and the engine (made on first use, one per command) is disposed. Opening has
-no other effect: rows a `ledger record` kept aside are taken in by the commands that
-do so, as a step of their own (ledger/command.py), never by an open.
+behind (unless another writer has opened it by then: then it is that writer's), and
+the engine (made on first use, one per command) is disposed. Opening has no other
+effect: rows a `ledger record` kept aside are taken in by the commands that do so, as
+a step of their own (ledger/command.py), never by an open.
 """
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 from functools import cached_property
 from pathlib import Path
@@ -93,23 +95,45 @@ class Ledger:
             self.close()
 
     def _remove_if_empty(self) -> None:
+        """The file this failed write found missing, removed if it holds no row and no
+        other connection has it open. Another process may have opened it since (a SLURM
+        array's first writes to a new ledger): removing it under that one lost all its
+        rows, its command ending well. A writer's file is in WAL mode, where each open
+        connection holds a shared lock: the exclusive lock taken here, without waiting,
+        is the proof that none is open, and the removal happens under it."""
         import sqlite3
 
         self.close()
         if not self.path.exists():
             return
         try:
-            con = sqlite3.connect(self.path)
-            try:
-                n = con.execute(
-                    "SELECT (SELECT count(*) FROM compile_records) + (SELECT count(*) FROM instrument_records)"
-                ).fetchone()[0]
-            finally:
-                con.close()
-        except sqlite3.DatabaseError:  # not even a schema: nothing of value in it
-            n = 0
-        if n == 0:
-            self.path.unlink(missing_ok=True)
+            con = sqlite3.connect(self.path, timeout=0, isolation_level=None)
+        except sqlite3.DatabaseError:
+            return
+        try:
+            con.execute("PRAGMA locking_mode = EXCLUSIVE")
+            con.execute("BEGIN EXCLUSIVE")  # refused at once while another connection is open
+            if _rows(con) == 0 and (_in_wal_mode(con) or self.network_fs is None):
+                for suffix in ("", "-wal", "-shm"):
+                    Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+        except sqlite3.DatabaseError:
+            pass  # another connection has it: its rows, or soon
+        finally:
+            con.close()
+
+
+def _rows(con) -> int:
+    """Rows of the two record tables; 0 for a file without them (not even a schema)."""
+    try:
+        return con.execute(
+            "SELECT (SELECT count(*) FROM compile_records) + (SELECT count(*) FROM instrument_records)"
+        ).fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0
+
+
+def _in_wal_mode(con) -> bool:
+    return con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
 def open_ledger(db: str | None, mode: str, *, create: bool | None = None) -> Ledger:
