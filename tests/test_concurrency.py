@@ -92,9 +92,7 @@ def test_concurrent_checks_each_run_and_say_the_same(any_db, tmp_path):
     assert run_cli("pins", "update", "--db", any_db).exit_code == 0
     add(any_db, tmp_path, rec(compile_s=1.1, timestamp="2026-07-02T10:00:00"),
         rec(compile_s=3.0, timestamp="2026-07-03T10:00:00"))
-    procs = [subprocess.Popen([LEDGER, "check", "--db", str(any_db)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=_env()) for _ in range(6)]
-    results = [(p.wait(timeout=300), *p.communicate()) for p in procs]
+    results = _at_once([[LEDGER, "check", "--db", str(any_db)]] * 6, tmp_path)
     assert [err for _, _, err in results] == [""] * 6
     said = {int(re.search(r"^check run (\d+) ", out, re.MULTILINE)[1]): (code, out) for code, out, _ in results}
     assert sorted(said) == [1, 2, 3, 4, 5, 6], results
@@ -104,6 +102,95 @@ def test_concurrent_checks_each_run_and_say_the_same(any_db, tmp_path):
     for n, (code, out) in said.items():  # each after the one before it, whole
         unchanged = f"1 finding in 1 line unchanged since check run {n - 1}, 1 of them failing"
         assert (code, out) == (1, f"{unchanged}: ledger check --verbose lists them\ncheck run {n} {summary}")
+
+
+def _at_once(commands: list[list], tmp_path) -> list[tuple[int, str, str]]:
+    """The commands run at once; (exit code, stdout, stderr) of each. Their output goes to
+    files: one blocked on a full pipe, with the lock held, would hold every other."""
+    outs = [(tmp_path / f"out{i}", tmp_path / f"err{i}") for i in range(len(commands))]
+    procs = []
+    for command, (out, err) in zip(commands, outs, strict=True):
+        with open(out, "w") as o, open(err, "w") as e:
+            procs.append(subprocess.Popen(command, stdout=o, stderr=e, text=True, env=_env()))
+    codes = [p.wait(timeout=300) for p in procs]
+    return [(code, out.read_text(), err.read_text()) for code, (out, err) in zip(codes, outs, strict=True)]
+
+
+def _keys(tmp_path, n: int, node: int = 0) -> Path:
+    """n records of n keys (a host each), warm: each one a pin to make. Another node's
+    are other measurements of the same keys."""
+    return write_json(tmp_path / "keys" / f"k{n}-{node}.json",
+                      [dict(RECORD, hostname=f"h{i}", tag=f"k{i}-node{node}-warm", compile_s=1.0 + node / 100)
+                       for i in range(n)])
+
+
+@pytest.mark.alone  # many writers and the lock they wait for
+@pytest.mark.slow
+def test_concurrent_pin_updates_pin_each_key_once(any_db, tmp_path):
+    """`pins update` run at once (a job's last step on every node): one pins every key, the
+    others find them pinned. On PostgreSQL each planned the same pins, and all but one
+    failed on the unique pin_key."""
+    assert run_cli("import", _keys(tmp_path, 2000), "--db", any_db).exit_code == 0
+    results = _at_once([[LEDGER, "pins", "update", "--db", str(any_db)]] * 6, tmp_path)
+    assert [(code, err) for code, _, err in results] == [(0, "")] * 6
+    assert sorted(out.splitlines()[-1] for _, out, _ in results) == [
+        "2000 pins: 0 new, 0 repinned, 2000 unchanged"] * 5 + ["2000 pins: 2000 new, 0 repinned, 0 unchanged"]
+    assert query(any_db, "SELECT count(*), count(DISTINCT pin_key) FROM pins") == [(2000, 2000)]
+
+
+@pytest.mark.alone  # many writers and the lock they wait for
+@pytest.mark.slow
+def test_concurrent_merges_adopt_each_pin_once(any_db, tmp_path):
+    """Nodes' ledgers, each with the same keys pinned on rows of its own, merged at once
+    into a ledger that has measured those keys (its cells made) and pinned none: the first
+    merged takes the pins, the others' differ. On PostgreSQL each adopted them, and all
+    but one failed on the unique pin_key."""
+    assert run_cli("import", _keys(tmp_path, 1000, 9), "--db", any_db).exit_code == 0
+    nodes = []
+    for n in range(4):
+        nodes.append(tmp_path / f"node{n}.db")
+        assert run_cli("import", _keys(tmp_path, 1000, n), "--db", nodes[-1]).exit_code == 0
+        assert run_cli("pins", "update", "--db", nodes[-1]).exit_code == 0
+    results = _at_once([[LEDGER, "merge", str(node), "--db", str(any_db)] for node in nodes], tmp_path)
+    assert [(code, err) for code, _, err in results] == [(0, "")] * 4
+    taken = sorted(re.search(r"pins: (\d+) taken, \d+ the same, (\d+) differ", out).groups() for _, out, _ in results)
+    assert taken == [("0", "1000")] * 3 + [("1000", "0")]
+    assert query(any_db, "SELECT count(*), count(DISTINCT pin_key) FROM pins") == [(1000, 1000)]
+
+
+@pytest.mark.slow
+def test_concurrent_pytest_sessions_pin_each_test_once(any_db, tmp_path):
+    """`pytest --ledger-pin` of one suite in two jobs at once (pytest_plugin/pins.py): one
+    pins every passed test, the other keeps those pins. On PostgreSQL both pinned them,
+    and one failed on the unique (test_id, function)."""
+    from ledger.pytest_plugin.pins import pin_session
+    from ledger.storage.engine import make_engine
+
+    from .ledgers import at_head
+
+    at_head(any_db)
+    url = any_db.url if isinstance(any_db, PgDb) else f"sqlite:///{any_db}"
+    tests, start = {f"tests/test_x.py::test_{i}" for i in range(2000)}, threading.Barrier(2)
+    outcome: queue.Queue = queue.Queue()
+
+    def session(run_id: str):
+        engine = make_engine(url, wal=True)
+        try:
+            start.wait(timeout=60)
+            pinned = pin_session(engine, run_id, tests, None, repin=False)
+            outcome.put((pinned.new, pinned.kept))
+        except Exception as exc:  # noqa: BLE001 - handed to the test's thread
+            outcome.put(exc)
+        finally:
+            engine.dispose()
+
+    sessions = [threading.Thread(target=session, args=(run,)) for run in ("a", "b")]
+    for s in sessions:
+        s.start()
+    for s in sessions:
+        s.join(timeout=300)
+    assert sorted(outcome.get(timeout=1) for _ in sessions) == [(0, 2000), (2000, 0)]
+    assert query(any_db, "SELECT count(*), count(DISTINCT test_id) FROM test_pins") == [(2000, 2000)]
 
 
 # -- the writers overlap, and a read goes on while a write is open -------------------------

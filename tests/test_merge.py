@@ -362,7 +362,7 @@ def test_a_merge_stopped_inside_its_transaction_leaves_the_destination_as_it_was
     if isinstance(any_db, PgDb):
         hold = [sys.executable, "-c", PG_LOCK_PINS, any_db.conninfo]
         waiting = ("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                   " AND wait_event_type = 'Lock' AND query LIKE '%FROM pins%'")
+                   " AND wait_event_type = 'Lock' AND query LIKE '% pins%'")
         stuck = lambda: query(any_db, waiting) == [(1,)]
     else:
         hold = _sqlite_lock(any_db)

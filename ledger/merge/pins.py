@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from ledger.merge.rows import shown
 from ledger.rows import describe_key, pinnable_sql
+from ledger.storage.engine import one_writer_at_a_time
 from ledger.storage.in_lists import rows_in
 from ledger.watch.keys import LOADED_SQL, key_columns_sql, pin_key
 from ledger.watch.pins import Change, adopt_pins, existing_pins
@@ -50,6 +51,7 @@ def _dest_rows(dest, keys) -> dict:
 
 def merge_pins(theirs: list[tuple], src_keys: dict, dest) -> PinMerge:
     """`theirs`: source_pins(); `src_keys`: {source row id: record_key} of their rows."""
+    one_writer_at_a_time(dest, "pins")  # what is adopted is what no other has pinned meanwhile
     ours = existing_pins(dest, None)
     rows = _dest_rows(dest, {src_keys[row_id] for row_id, _ in theirs if row_id in src_keys})
     out, adopt = PinMerge(), []

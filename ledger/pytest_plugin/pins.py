@@ -17,6 +17,7 @@ import sqlalchemy as sa
 
 from ledger.record import PHASE_CALL
 from ledger.rows import ok_sql, utc_now
+from ledger.storage.engine import one_writer_at_a_time
 from ledger.storage.models import test_pins
 
 NO_FUNCTION = ""
@@ -66,6 +67,7 @@ def pin_session(engine, run_id: str, passed: set[str], git_commit: str | None, r
     one of them, with ``repin``); one transaction."""
     result, now = Pinned(), utc_now()
     with engine.begin() as conn:
+        one_writer_at_a_time(conn, "test_pins")  # another session's pins are read once it is done
         had = {t for (t,) in conn.execute(sa.select(test_pins.c.test_id).distinct())}
         rows = []
         for test_id, counts in sorted(_call_counts(conn, run_id, passed).items()):

@@ -107,6 +107,18 @@ def planned(conn, **settings: str):
             conn.exec_driver_sql(f"SET LOCAL {name} TO DEFAULT")
 
 
+def one_writer_at_a_time(conn, table: str) -> None:
+    """On PostgreSQL, the caller's transaction waits here for any other that has called
+    this for `table`, or is inserting into it, to end: SHARE ROW EXCLUSIVE conflicts with
+    itself and with ROW EXCLUSIVE, never with a read. For what reads a table and then
+    writes what it did not find (pins update, a merge's pins, a pytest session's test
+    pins, a check's cells): two at once both wrote it, and the second failed on the
+    unique index or deadlocked. Nothing on SQLite: a write transaction begins IMMEDIATE,
+    one at a time already. `table` is one of the ledger's own names, never a user's."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"LOCK TABLE {table} IN SHARE ROW EXCLUSIVE MODE")
+
+
 def planner_settings(dialect: str, **settings: str) -> tuple[str, ...]:
     """The statements that make planned()'s settings for the rest of a transaction."""
     return tuple(f"SET LOCAL {name} = {value}" for name, value in settings.items()) if dialect == "postgresql" else ()

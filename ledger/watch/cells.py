@@ -33,7 +33,7 @@ from ledger.storage import cell_ids, models
 from ledger.storage.aside import Aside, rows_of
 from ledger.storage.batch import insert_rows, set_aside, update_rows
 from ledger.storage.cell_ids import CELL_COLUMNS
-from ledger.storage.engine import planned, planner_settings
+from ledger.storage.engine import one_writer_at_a_time, planned, planner_settings
 from ledger.storage.models import cache_cells, cache_cells_state, compile_records
 
 _ID_PAD = 10**12  # ids as fixed-width text, so "timestamp<SEP>id" sorts as (timestamp, id)
@@ -179,10 +179,6 @@ def fold(conn) -> Folded:
     return begin_fold(conn).finish()
 
 
-# Conflicts with an insert (ROW EXCLUSIVE) as SHARE does, and with itself: one check at a time.
-FOLD_LOCK = "LOCK TABLE compile_records IN SHARE ROW EXCLUSIVE MODE"
-
-
 def begin_fold(conn, aside: bool = False) -> Fold:
     """A fold of the rows up to MAX(id), begun in the caller's write transaction (a
     check's), which no other writer can interleave: SQLite's begins IMMEDIATE; on
@@ -192,8 +188,7 @@ def begin_fold(conn, aside: bool = False) -> Fold:
     meanwhile on a connection of its own (storage.aside), where the caller says (`aside`) that
     its transaction wrote nothing before, and this one gave no row its cell id: that
     connection sees only what is committed. finish() writes the cells."""
-    if conn.dialect.name == "postgresql":
-        conn.exec_driver_sql(FOLD_LOCK)
+    one_writer_at_a_time(conn, "compile_records")
     given = cell_ids.assign(conn)  # a row INSERTed by hand has none yet (writers give theirs)
     state = conn.execute(sa.select(cache_cells_state.c.upto, cache_cells_state.c.cell_fields)
                          .where(cache_cells_state.c.id == 1)).first()

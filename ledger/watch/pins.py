@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from ledger.filters import filter_sql, refuse_unmatched
 from ledger.record import COMPARABILITY_KEY
 from ledger.rows import describe_key, key_values, newest_first, pinnable_sql, utc_now
+from ledger.storage.engine import one_writer_at_a_time
 from ledger.storage.models import pin_history, pins
 from ledger.watch.history import fill_histories
 from ledger.watch.keys import LOADED_SQL, key_columns_sql, pin_key
@@ -147,6 +148,7 @@ def update_pins(engine, *, filters=None, repin=False, allow_loaded=False, dry_ru
         with engine.connect() as conn:
             return plan_pins(conn, filters=filters, repin=repin, allow_loaded=allow_loaded)
     with engine.begin() as conn:
+        one_writer_at_a_time(conn, "pins")  # the plan is what no other has pinned meanwhile
         plan = plan_pins(conn, filters=filters, repin=repin, allow_loaded=allow_loaded)
         apply_plan(conn, plan)
         fill_histories(conn)  # new and moved pins, and any a migration or merge left without
