@@ -160,7 +160,7 @@ def test_concurrent_merges_adopt_each_pin_once(any_db, tmp_path):
 
 @pytest.mark.slow
 def test_concurrent_pytest_sessions_pin_each_test_once(any_db, tmp_path):
-    """`pytest --ledger-pin` of one suite in two jobs at once (pytest_plugin/pins.py): one
+    """`pytest --ledger-pin` of one suite in two jobs at once (ledger/pytest_plugin/pins.py): one
     pins every passed test, the other keeps those pins. On PostgreSQL both pinned them,
     and one failed on the unique (test_id, function)."""
     from ledger.pytest_plugin.pins import pin_session
