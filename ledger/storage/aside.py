@@ -7,9 +7,9 @@ What it reads is what the writer would read where the writer has changed none of
 tables it reads, and no other writer can commit to them meanwhile: on SQLite the writer
 holds the write lock (BEGIN IMMEDIATE) and the reader's snapshot (WAL) is the last
 commit; on PostgreSQL the writer's lock on compile_records (engine.one_writer_at_a_time,
-taken by cells.begin_fold) keeps every other insert out, and the reader sees what is committed. A first check reads
-so the cache cells' rebuild (ledger/watch/cells.py) and its judgement of every pinned row
-(ledger/watch/check.py).
+taken by cells.begin_fold) keeps every other insert out, and the reader sees what is
+committed. A first check reads so the cache cells' rebuild (ledger/watch/cells.py) and
+its judgement of every pinned row (ledger/watch/check.py).
 """
 
 from __future__ import annotations

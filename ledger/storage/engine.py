@@ -137,8 +137,8 @@ def _into_wal(dbapi_conn, timeout: float) -> None:
     busy. Turning a rollback-mode file reads its header and then writes it; another
     connection that holds or wants the write lock meanwhile makes SQLite refuse at
     once rather than wait (of eight `ledger import` runs of a ledger just upgraded,
-    one failed so in CI). The PRAGMA is the whole step, so a retry
-    repeats nothing; on a file already in WAL mode it changes nothing."""
+    one failed so in CI). The PRAGMA is the whole step, so a retry repeats nothing; on
+    a file already in WAL mode it changes nothing."""
     deadline, pause = time.monotonic() + timeout, 0.01
     while True:
         try:

@@ -101,8 +101,6 @@ class Ledger:
         rows, its command ending well. A writer's file is in WAL mode, where each open
         connection holds a shared lock: the exclusive lock taken here, without waiting,
         is the proof that none is open, and the removal happens under it."""
-        import sqlite3
-
         self.close()
         if not self.path.exists():
             return
@@ -180,8 +178,6 @@ def _recover_hot_journal(path: Path) -> None:
     read-only open that follows reports it."""
     if not Path(f"{path}-journal").exists():
         return
-    import sqlite3
-
     try:
         con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=rw", uri=True)
         try:

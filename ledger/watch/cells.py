@@ -182,12 +182,13 @@ def fold(conn) -> Folded:
 def begin_fold(conn, aside: bool = False) -> Fold:
     """A fold of the rows up to MAX(id), begun in the caller's write transaction (a
     check's), which no other writer can interleave: SQLite's begins IMMEDIATE; on
-    PostgreSQL the SHARE ROW EXCLUSIVE lock waits for every open insert to commit, so no
-    row can later appear below `upto`, and for any other check: two that held SHARE
-    together deadlocked writing the same cells. A rebuild from every row of a big ledger is summed up
-    meanwhile on a connection of its own (storage.aside), where the caller says (`aside`) that
-    its transaction wrote nothing before, and this one gave no row its cell id: that
-    connection sees only what is committed. finish() writes the cells."""
+    PostgreSQL the lock (engine.one_writer_at_a_time) waits for every open insert to
+    commit, so no row can later appear below `upto`, and for any other check: two that
+    held SHARE together deadlocked writing the same cells. A rebuild from every row of a
+    big ledger is summed up meanwhile on a connection of its own (storage.aside), where
+    the caller says (`aside`) that its transaction wrote nothing before, and this one
+    gave no row its cell id: that connection sees only what is committed. finish()
+    writes the cells."""
     one_writer_at_a_time(conn, "compile_records")
     given = cell_ids.assign(conn)  # a row INSERTed by hand has none yet (writers give theirs)
     state = conn.execute(sa.select(cache_cells_state.c.upto, cache_cells_state.c.cell_fields)
