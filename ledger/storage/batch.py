@@ -34,6 +34,12 @@ def set_aside(conn: Connection, kind: str, names: tuple[str, ...]) -> Iterator[N
         conn.exec_driver_sql(sql)
 
 
+def insert_text(conn: Connection, table, columns) -> str:
+    """INSERT INTO `table` of `columns`, one driver placeholder a column (exec_driver_sql's)."""
+    marks = ", ".join([param_marker(conn)] * len(columns))
+    return f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES ({marks})"
+
+
 def insert_rows(conn: Connection, table, rows: list[dict]) -> None:
     """INSERT `rows` (dicts of the same columns) into `table`."""
     if not rows:
@@ -42,9 +48,7 @@ def insert_rows(conn: Connection, table, rows: list[dict]) -> None:
     if conn.dialect.name == "postgresql":
         _copy(conn, table.name, columns, rows)
         return
-    marker = param_marker(conn)
-    conn.exec_driver_sql(f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES ({', '.join([marker] * len(columns))})",
-                         [tuple(r[c] for c in columns) for r in rows])
+    conn.exec_driver_sql(insert_text(conn, table, columns), [tuple(r[c] for c in columns) for r in rows])
 
 
 def update_rows(conn: Connection, table, key: str, rows: list[dict]) -> None:

@@ -17,8 +17,7 @@ from sqlalchemy.engine import Connection
 from ledger.record import KEY_FIELDS
 from ledger.record_validation import compile_key, instrument_key
 from ledger.storage import cell_ids
-from ledger.storage.batch import set_aside
-from ledger.storage.engine import param_marker
+from ledger.storage.batch import insert_text, set_aside
 from ledger.storage.models import compile_records, instrument_records
 
 
@@ -50,8 +49,7 @@ def _fill_keys(conn: Connection, table, columns, key_of: Callable[[dict], int]) 
 def insert_sql(conn: Connection, table, columns, *, keyed: bool = True) -> str:
     """INSERT of `columns`; a row whose record_key is taken is skipped by the unique index,
     or (`keyed` False, while that index is set aside: KeysTaken) left out by the caller."""
-    marker = param_marker(conn)
-    sql = f"INSERT INTO {table.name} ({', '.join(columns)}) VALUES ({', '.join([marker] * len(columns))})"
+    sql = insert_text(conn, table, columns)
     return sql + " ON CONFLICT (record_key) WHERE record_key IS NOT NULL DO NOTHING" if keyed else sql
 
 

@@ -24,8 +24,8 @@ from ledger.filters import given as filters_given
 from ledger.record import CACHE_CELL, COMPARABILITY_KEY
 from ledger.rows import after_sql, key_values, pinnable_sql, time_sql, utc_now
 from ledger.storage.aside import Aside, rows_of
-from ledger.storage.batch import insert_rows
-from ledger.storage.engine import param_marker, planned, planner_settings
+from ledger.storage.batch import insert_rows, insert_text
+from ledger.storage.engine import planned, planner_settings
 from ledger.storage.models import check_runs, pins, verdicts
 from ledger.watch import cells, grouped
 from ledger.watch.causes import fetch_rows
@@ -116,8 +116,7 @@ def _insert_judged(conn, reader: Aside | None) -> None:
     if reader is not None:
         rows = reader.result()
         if rows:
-            marks = ", ".join([param_marker(conn)] * len(_JUDGED))
-            conn.exec_driver_sql(f"INSERT INTO verdicts ({', '.join(_JUDGED)}) VALUES ({marks})", rows)
+            conn.exec_driver_sql(insert_text(conn, verdicts, _JUDGED), rows)
 
 
 # what a cache verdict reads of its row and of the warm row it is read against (link_pin)
