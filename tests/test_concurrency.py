@@ -158,6 +158,29 @@ def test_concurrent_merges_adopt_each_pin_once(any_db, tmp_path):
     assert query(any_db, "SELECT count(*), count(DISTINCT pin_key) FROM pins") == [(1000, 1000)]
 
 
+@pytest.mark.alone  # many writers and the lock they wait for
+@pytest.mark.slow
+def test_merges_of_the_same_nodes_in_either_order_at_once_both_land(any_db, tmp_path):
+    """Two `ledger merge` runs of the same two nodes' ledgers at once, in opposite orders (two
+    jobs gathering what the nodes wrote). A merge takes a source's rows, then its pins, then
+    the next source's rows: on PostgreSQL each waited on rows the other had inserted, and
+    one failed with "deadlock detected" in 3 rounds of 3. Now one merge adds every row of
+    a round and the other finds them all here."""
+    for rnd in range(2):
+        nodes = []
+        for n in range(2):
+            nodes.append(str(tmp_path / f"node{rnd}-{n}.db"))
+            assert run_cli("import", _keys(tmp_path, 1000, 10 * rnd + n), "--db", nodes[-1]).exit_code == 0
+            assert run_cli("pins", "update", "--db", nodes[-1]).exit_code == 0
+        results = _at_once([[LEDGER, "merge", *nodes, "--db", str(any_db)],
+                            [LEDGER, "merge", *nodes[::-1], "--db", str(any_db)]], tmp_path)
+        assert [(code, err) for code, _, err in results] == [(0, "")] * 2
+        added = sorted(out.splitlines()[-1] for _, out, _ in results)
+        assert [line.split(": ", 1)[1] for line in added] == ["0 compile rows added", "2000 compile rows added"]
+        assert query(any_db, "SELECT count(*) FROM compile_records") == [(2000 * (rnd + 1),)]
+    assert query(any_db, "SELECT count(*), count(DISTINCT pin_key) FROM pins") == [(1000, 1000)]
+
+
 @pytest.mark.slow
 def test_concurrent_pytest_sessions_pin_each_test_once(any_db, tmp_path):
     """`pytest --ledger-pin` of one suite in two jobs at once (ledger/pytest_plugin/pins.py): one

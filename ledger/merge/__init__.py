@@ -26,6 +26,7 @@ from ledger.merge.rows import copy_compile_rows, copy_instrument_rows
 from ledger.merge.scratch import scratch_dir
 from ledger.merge.sources import Source, open_source
 from ledger.storage.bulk import fill_missing_keys
+from ledger.storage.engine import one_writer_at_a_time
 from ledger.storage.open import open_ledger
 
 
@@ -85,6 +86,10 @@ def merge(sources: list[str], db: str | None) -> tuple[str, list[SourceSummary]]
                   for i, value in enumerate(sources)]
         summaries = []
         with ledger.engine.begin() as dest:
+            # one merge at a time on PostgreSQL: each takes a source's rows, then its pins, then
+            # the next source's rows, so two merging the same sources deadlocked (3 rounds of 4),
+            # each waiting on rows the other inserted; and a merge's pins lock comes after this
+            one_writer_at_a_time(dest, "compile_records")
             fill_missing_keys(dest)  # keyless rows here must match their twins there
             for source in opened:
                 summaries.append(_merge_one(source, dest))
