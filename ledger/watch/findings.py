@@ -138,7 +138,7 @@ def cache_findings(conn, summaries: dict[str, tuple], parsed: dict[str, tuple], 
         else:
             wanted[lineage] = groups
     if wanted:
-        ev = Evidence(conn)
+        ev = Evidence(conn, later=True)
         jax_of = _cells_of(conn, set(wanted))
         mine = {lineage: list(cells_jax) for lineage, cells_jax in jax_of.items()}
         starts = {lineage: _start(groups) for lineage, groups in wanted.items()}
@@ -157,6 +157,7 @@ def cache_findings(conn, summaries: dict[str, tuple], parsed: dict[str, tuple], 
                 whole[lineage] = mine[lineage]
         for rows in _rows_by_cell(conn, whole, dict.fromkeys(whole)).values():
             found += judge(rows, ev)
+        ev.settle()
     if since is not None:
         times = {r["id"]: r["timestamp"] or "" for r in fetch_rows(conn, [f.row_id for f in found]).values()}
         found = [f for f in found if times[f.row_id] >= since]
@@ -331,11 +332,13 @@ def _cells_sql(dialect: str, chunk: list[tuple[tuple, list[int]]], starts: dict[
 
 def _chunks(lineages: list[tuple[tuple, list[int]]], size: int):
     chunk: list[tuple[tuple, list[int]]] = []
+    cells = 0  # in the chunk: counted as it grows (summed at each lineage, 2,000 lineages took 0.15 s)
     for lineage in lineages:
-        if chunk and sum(len(ids) for _, ids in chunk) + len(lineage[1]) > size:
+        if chunk and cells + len(lineage[1]) > size:
             yield chunk
-            chunk = []
+            chunk, cells = [], 0
         chunk.append(lineage)
+        cells += len(lineage[1])
     if chunk:
         yield chunk
 

@@ -94,31 +94,60 @@ class Finding:
 
 
 class Evidence:
-    """Whole rows and prunes for the pairs a cause compares, read as asked and kept."""
+    """Whole rows and prunes for the pairs a cause compares, read as asked and kept.
 
-    def __init__(self, conn):
+    `later`: a went-cold finding's cause is made at settle(), where the pairs of every
+    went-cold finding are read together, in a query for their rows and one for their keys'
+    prunes; as asked, each took two. A cache dir emptied under 2,000 warm cells is 2,000
+    went-cold findings at once: read as asked, 8,000 queries (`ledger check` 3.1 s on
+    SQLite, 5.2 s on PostgreSQL)."""
+
+    def __init__(self, conn, later: bool = False):
         self.conn, self._rows, self._prunes = conn, {}, {}
         self._has_prunes: bool | None = None
+        self._later: list[tuple[Finding, int, int]] | None = [] if later else None
 
     def rows(self, *ids: int) -> list[dict]:
-        missing = [i for i in ids if i not in self._rows]
+        missing = [i for i in dict.fromkeys(ids) if i not in self._rows]
         if missing:
             self._rows.update(fetch_rows(self.conn, missing))
         return [self._rows[i] for i in ids]
 
     def prunes(self, key: str | None) -> list[dict]:
-        if not key:
-            return []
-        if key not in self._prunes:
+        self._read_prunes([key])
+        return self._prunes[key] if key else []
+
+    def _read_prunes(self, keys) -> None:
+        missing = [k for k in dict.fromkeys(keys) if k and k not in self._prunes]
+        if missing:
             if self._has_prunes is None:
                 self._has_prunes = has_prunes(self.conn)
-            self._prunes.update(prunes_of(self.conn, [key], self._has_prunes))
-            self._prunes.setdefault(key, [])
-        return self._prunes[key]
+            self._prunes.update(prunes_of(self.conn, missing, self._has_prunes))
+            for k in missing:
+                self._prunes.setdefault(k, [])
 
     def cold_cause(self, cold_id: int, warm_id: int) -> Cause:
         cold, warm = self.rows(cold_id, warm_id)
         return cold_cause(cold, warm, self.prunes(warm.get("cache_key")))
+
+    def went_cold(self, row: dict, warm: dict) -> Finding:
+        """The went-cold finding of `row` after `warm`: its cause made now, or at settle()."""
+        found = _finding(WENT_COLD, row, _UNSETTLED, True, warm["id"])
+        if self._later is None:
+            found.cause = self.cold_cause(row["id"], warm["id"])
+        else:
+            self._later.append((found, row["id"], warm["id"]))
+        return found
+
+    def settle(self) -> None:
+        """Every went-cold cause left for later made, from its pair read with the others'."""
+        if not self._later:
+            return
+        pending, self._later = self._later, []
+        self.rows(*(i for _, cold, versus in pending for i in (cold, versus)))
+        self._read_prunes(self._rows[versus].get("cache_key") for _, _, versus in pending)
+        for found, cold, versus in pending:
+            found.cause = self.cold_cause(cold, versus)
 
     def streak_cause(self, state: dict) -> tuple[Cause, bool]:
         """causes.streak_cause of a streak's state (streaks.py), with the whole rows of the
@@ -127,6 +156,9 @@ class Evidence:
         whole = dict(zip(ids, self.rows(*ids), strict=True))
         keys = {r.get("cache_key") for r in whole.values()}
         return streak_cause(state, whole, {k: self.prunes(k) for k in keys if k})
+
+
+_UNSETTLED = Cause("unsettled")  # a went-cold's cause until Evidence.settle() makes it: no words
 
 
 def program_of(row: dict) -> str | None:
@@ -210,7 +242,7 @@ def _went_cold(rows: list[dict], ev: Evidence) -> list[Finding]:
     for row in newest.values():
         warm = _warm_before(rows, row, same_dir=True) if row["cache_state"] == COLD else None
         if warm is not None:
-            out.append(_finding(WENT_COLD, row, ev.cold_cause(row["id"], warm["id"]), True, warm["id"]))
+            out.append(ev.went_cold(row, warm))
     return out
 
 
