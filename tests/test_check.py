@@ -193,6 +193,16 @@ def test_many_went_cold_cells_cost_the_check_the_queries_few_do(db, tmp_path):
     assert sent[12] == sent[3]
 
 
+@pytest.mark.parametrize(("seconds", "text"), [(9.514, "9.51"), (6000.0, "6000"), (123456.7, "123457"),
+                                              (0.00412, "0.00412"), (0.0000153, "0.0000153"), (0.0, "0")])
+def test_seconds_are_three_digits_never_an_exponent(seconds, text):
+    """A root cause's cost, a threshold's span, a recorded run's tally: 2,000 went-cold cells
+    cost "6e+03 s a run" as ':.3g' wrote it."""
+    from ledger.output import three_digits
+
+    assert three_digits(seconds) == text
+
+
 def test_went_cold_links_the_pin_of_its_key(db, tmp_path):
     pinned(db, tmp_path, compile_s=2.0, **_evidence())
     add(db, tmp_path, rec(cache_state="cold", compile_s=60.0, timestamp=LATER, **_evidence(**{"jax_lib version": "j1"})))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ledger.output import three_digits
 from ledger.probes.jax_internals import OPT_CACHE_DIR, OPT_MIN_COMPILE_TIME, OPT_MIN_ENTRY_SIZE
 from ledger.record import (
     COLD,
@@ -64,7 +65,7 @@ class CacheTally:
         if cause in _WHY:
             setting, _, unit = _WHY[cause]
             limit = f" = {', '.join(f'{x:g}' for x in sorted(limits))}{unit}" if limits else ""
-            return f"{n} under {setting}{limit}; {seconds:.3g} s a run"
+            return f"{n} under {setting}{limit}; {three_digits(seconds)} s a run"
         if cause == NOT_PERSISTED_PROCESS_INDEX:
-            return f"{n} from a process other than 0, which JAX does not let write; {seconds:.3g} s"
-        return f"{n} not written, JAX did not say why; {seconds:.3g} s"
+            return f"{n} from a process other than 0, which JAX does not let write; {three_digits(seconds)} s"
+        return f"{n} not written, JAX did not say why; {three_digits(seconds)} s"

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
+from ledger.output import three_digits
 from ledger.probes.jax_internals import OPT_MIN_COMPILE_TIME, OPT_MIN_ENTRY_SIZE
 from ledger.record import CACHE_CELL, NOT_PERSISTED_COMPILE_TIME, NOT_PERSISTED_ENTRY_SIZE, WARM
 from ledger.rows import before_sql, newest_first, ok_sql
@@ -322,13 +323,9 @@ def _components_words(f: dict) -> str:
     return "; ".join(parts) or UNKNOWN_CAUSE
 
 
-def _s(x) -> str:
-    return f"{x:.3g}"
-
-
 def _threshold_words(f: dict) -> str:
     lo, hi = f.get("min_s"), f.get("max_s")
-    span = "" if lo is None else f" ({_s(lo)} s)" if lo == hi else f" ({_s(lo)}–{_s(hi)} s)"
+    span = "" if lo is None else f" ({three_digits(lo)} s)" if lo == hi else f" ({three_digits(lo)}–{three_digits(hi)} s)"
     if f["setting"] == MIN_COMPILE_TIME:
         limit = f" {f['limit']:g}" if f.get("limit") is not None else ""
         what = f"every compile{span} was under {MIN_COMPILE_TIME}{limit}"
@@ -344,15 +341,15 @@ def _threshold_words(f: dict) -> str:
 
 def _not_written_head(f: dict) -> str:
     n = f["n"]
-    return (f"process {f['index']} on {f['host']} compiled {n} function{'s' * (n != 1)} cold ({_s(f['seconds'])} s)"
+    return (f"process {f['index']} on {f['host']} compiled {n} function{'s' * (n != 1)} cold ({three_digits(f['seconds'])} s)"
             f" into {f['dir']} again, as in an earlier run: JAX writes entries from process 0 only")
 
 
 def _run_under_threshold_words(f: dict) -> str:
     limits = f" ({', '.join(f'{x:g}' for x in f['limits'])} s)" if f["limits"] else ""
-    return (f"{f['n']} compiles under {MIN_COMPILE_TIME}{limits} took {_s(f['seconds'])} s"
+    return (f"{f['n']} compiles under {MIN_COMPILE_TIME}{limits} took {three_digits(f['seconds'])} s"
             f" and were never written, so every run pays them again: setting it to 0"
-            f" (JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0) keeps them, and would save up to {_s(f['seconds'])} s"
+            f" (JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS=0) keeps them, and would save up to {three_digits(f['seconds'])} s"
             " a run")
 
 
@@ -380,8 +377,8 @@ def _recompiled_words(f: dict) -> str:
     more = f" and {f['more_sites']} more" if f.get("more_sites") else ""
     site = f" at {', '.join(sites)}{more}" if sites else ""
     warm = f", {f['warm']} of them warm" if f.get("warm") else ""
-    return (f"{f['function']}{sig} compiled {f['n']} times by process {f['pid']}{site} ({_s(f['seconds'])} s,"
-            f" {_s(f['again_s'])} s after the first{warm}): {_recompiled_why(f)}")
+    return (f"{f['function']}{sig} compiled {f['n']} times by process {f['pid']}{site} ({three_digits(f['seconds'])} s,"
+            f" {three_digits(f['again_s'])} s after the first{warm}): {_recompiled_why(f)}")
 
 
 def _still_cold_words(f: dict) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ledger.output import three_digits
 from ledger.watch.causes import C_RUN_UNDER_THRESHOLD, C_THRESHOLD, MIN_COMPILE_TIME, MIN_ENTRY_SIZE, Cause
 from ledger.watch.kinds import (
     BELOW_THRESHOLD,
@@ -82,7 +83,7 @@ class Group:
         run = next((f for f in self.findings if _of_run(f)), None)
         if run is not None:
             counted += f" (run {run['facts']['run'][:12]}: {run['facts']['cause']['n']} compiles)"
-        cost = f"; {self.cost_s:.3g} s a run" if self.cost_s else ""
+        cost = f"; {three_digits(self.cost_s)} s a run" if self.cost_s else ""
         fix = f"; {_KEEPS.get(self.root[1], _KEEPS[None])} keeps them" if self.root[0] == C_THRESHOLD else ""
         return (f"{self.kind:<13} {counted}: {cause.root_words()}{cost}{fix}"
                 + ("" if self.fails else " [does not fail]"))
