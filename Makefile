@@ -73,6 +73,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_cli_startup.py
 	$(BIN)/python bench/bench_probe_overhead.py
 	$(BIN)/python bench/bench_check.py
+	$(BIN)/python bench/bench_went_cold.py
 	$(BIN)/python bench/bench_report.py
 	$(BIN)/python bench/bench_concurrency.py
 	$(BIN)/python bench/bench_sweep.py
