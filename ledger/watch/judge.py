@@ -30,6 +30,7 @@ entries) are the cache's health, not the cell's (health.py: cache-not-written): 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ledger.record import COLD, NONE, NOT_PERSISTED_PROCESS_INDEX, WARM
@@ -96,16 +97,17 @@ class Finding:
 class Evidence:
     """Whole rows and prunes for the pairs a cause compares, read as asked and kept.
 
-    `later`: a went-cold finding's cause is made at settle(), where the pairs of every
-    went-cold finding are read together, in a query for their rows and one for their keys'
-    prunes; as asked, each took two. A cache dir emptied under 2,000 warm cells is 2,000
-    went-cold findings at once: read as asked, 8,000 queries (`ledger check` 3.1 s on
-    SQLite, 5.2 s on PostgreSQL)."""
+    `later`: a finding whose cause reads a pair (a went-cold's, a cold streak's) is made at
+    settle(), where every such pair is read together, in one query for their rows and one
+    for their keys' prunes; as asked, each took its own. A cache dir emptied under 2,000
+    warm cells is 2,000 went-cold findings at once, and 2,000 cells never reused as many
+    streaks: read as asked, `ledger check` took 3.1 s and 1.2 s on SQLite (5.2 s on
+    PostgreSQL for the first)."""
 
     def __init__(self, conn, later: bool = False):
         self.conn, self._rows, self._prunes = conn, {}, {}
         self._has_prunes: bool | None = None
-        self._later: list[tuple[Finding, int, int]] | None = [] if later else None
+        self._later: list[tuple[Finding, tuple, Callable[[], tuple[Cause, bool]]]] | None = [] if later else None
 
     def rows(self, *ids: int) -> list[dict]:
         missing = [i for i in dict.fromkeys(ids) if i not in self._rows]
@@ -130,32 +132,36 @@ class Evidence:
         cold, warm = self.rows(cold_id, warm_id)
         return cold_cause(cold, warm, self.prunes(warm.get("cache_key")))
 
-    def went_cold(self, row: dict, warm: dict) -> Finding:
-        """The went-cold finding of `row` after `warm`: its cause made now, or at settle()."""
-        found = _finding(WENT_COLD, row, _UNSETTLED, True, warm["id"])
-        if self._later is None:
-            found.cause = self.cold_cause(row["id"], warm["id"])
-        else:
-            self._later.append((found, row["id"], warm["id"]))
-        return found
-
-    def settle(self) -> None:
-        """Every went-cold cause left for later made, from its pair read with the others'."""
-        if not self._later:
-            return
-        pending, self._later = self._later, []
-        self.rows(*(i for _, cold, versus in pending for i in (cold, versus)))
-        self._read_prunes(self._rows[versus].get("cache_key") for _, _, versus in pending)
-        for found, cold, versus in pending:
-            found.cause = self.cold_cause(cold, versus)
-
     def streak_cause(self, state: dict) -> tuple[Cause, bool]:
         """causes.streak_cause of a streak's state (streaks.py), with the whole rows of the
         pair it compares and their keys' prunes."""
-        ids = state["pair"] if not state["unwritten"] and state["pair"] else []
+        ids = streak_pair(state)
         whole = dict(zip(ids, self.rows(*ids), strict=True))
         keys = {r.get("cache_key") for r in whole.values()}
         return streak_cause(state, whole, {k: self.prunes(k) for k in keys if k})
+
+    def made(self, found: Finding, ids, cause: Callable[[], tuple[Cause, bool]]) -> Finding:
+        """`found` with its cause and whether it fails from `cause`, which reads the rows
+        `ids` and their keys' prunes: now, or at settle() with every other's."""
+        if self._later is None:
+            found.cause, found.fails = cause()
+        else:
+            self._later.append((found, tuple(ids), cause))
+        return found
+
+    def settle(self) -> None:
+        """Every cause left for later made, its rows and prunes read with the others'."""
+        if not self._later:
+            return
+        pending, self._later = self._later, []
+        self._read_prunes(r.get("cache_key") for r in self.rows(*(i for _, ids, _ in pending for i in ids)))
+        for found, _, cause in pending:
+            found.cause, found.fails = cause()
+
+
+def streak_pair(state: dict) -> list[int]:
+    """The rows a streak's cause compares (causes.streak_cause), if any."""
+    return state["pair"] if not state["unwritten"] and state["pair"] else []
 
 
 _UNSETTLED = Cause("unsettled")  # a went-cold's cause until Evidence.settle() makes it: no words
@@ -242,7 +248,9 @@ def _went_cold(rows: list[dict], ev: Evidence) -> list[Finding]:
     for row in newest.values():
         warm = _warm_before(rows, row, same_dir=True) if row["cache_state"] == COLD else None
         if warm is not None:
-            out.append(ev.went_cold(row, warm))
+            pair = (row["id"], warm["id"])
+            out.append(ev.made(_finding(WENT_COLD, row, _UNSETTLED, True, warm["id"]), pair,
+                               lambda pair=pair: (ev.cold_cause(*pair), True)))
     return out
 
 
@@ -267,10 +275,14 @@ def _streak(lineage: list[dict], jax: str, rows: list[dict], ev: Evidence) -> Fi
             # its state kept (verdicts.facts) where no row of the jax was ever warm: a
             # never-warm cell's next check adds the rows since to it (findings.py)
             return streak_finding(state, ev, newest, keep=warm is None)
-        cause, _ = ev.streak_cause(state)
-        still = Cause(C_STILL_COLD, {"inner": cause.as_json(), "runs": state["runs"], "jax": jax,
-                                     "warm_row": old["id"], "old_jax": old["jax_version"]})
-        return _finding(WENT_COLD, newest, still, True, old["id"], state["last_run_s"])
+
+        def still() -> tuple[Cause, bool]:
+            inner, _ = ev.streak_cause(state)
+            return Cause(C_STILL_COLD, {"inner": inner.as_json(), "runs": state["runs"], "jax": jax,
+                                        "warm_row": old["id"], "old_jax": old["jax_version"]}), True
+
+        return ev.made(_finding(WENT_COLD, newest, _UNSETTLED, True, old["id"], state["last_run_s"]),
+                       streak_pair(state), still)
     if old is not None:
         first = colds[0]
         cause = Cause(C_JAX, {"old": old["jax_version"], "new": jax, "warm_row": old["id"]})
@@ -282,9 +294,9 @@ def streak_finding(state: dict, ev: Evidence, newest: dict, keep: bool = True) -
     """A streak of two or more cold runs with no warm row before it: cache-not-reused, on
     its newest row (its id, run_id, command and objective), costing a run its newest
     run's cold compile seconds; `keep`: its state goes into its facts."""
-    cause, fails = ev.streak_cause(state)
     extra = {"streak": state} if keep else {}
-    return _finding(CACHE_NOT_REUSED, newest, cause, fails, None, state["last_run_s"], **extra)
+    found = _finding(CACHE_NOT_REUSED, newest, _UNSETTLED, True, None, state["last_run_s"], **extra)
+    return ev.made(found, streak_pair(state), lambda: ev.streak_cause(state))
 
 
 def _older_jax_warm(lineage: list[dict], jax: str, first: dict) -> dict | None:
