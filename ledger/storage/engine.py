@@ -113,8 +113,9 @@ def one_writer_at_a_time(conn, table: str) -> None:
     itself and with ROW EXCLUSIVE, never with a read. For what reads a table and then
     writes what it did not find (pins update, a merge's pins, a pytest session's test
     pins, a check's cells): two at once both wrote it, and the second failed on the
-    unique index or deadlocked. A merge takes it on compile_records first of all. Nothing on SQLite: a write transaction begins IMMEDIATE,
-    one at a time already. `table` is one of the ledger's own names, never a user's."""
+    unique index or deadlocked. A merge takes it on compile_records first of all. Nothing
+    on SQLite: a write transaction begins IMMEDIATE, one at a time already. `table` is one
+    of the ledger's own names, never a user's."""
     if conn.dialect.name == "postgresql":
         conn.exec_driver_sql(f"LOCK TABLE {table} IN SHARE ROW EXCLUSIVE MODE")
 

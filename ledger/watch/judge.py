@@ -164,7 +164,7 @@ def streak_pair(state: dict) -> list[int]:
     return state["pair"] if not state["unwritten"] and state["pair"] else []
 
 
-_UNSETTLED = Cause("unsettled")  # a went-cold's cause until Evidence.settle() makes it: no words
+_UNSETTLED = Cause("unsettled")  # a finding's cause until Evidence.settle() makes it: it has no words
 
 
 def program_of(row: dict) -> str | None:
