@@ -6,12 +6,14 @@ machine, never an absolute number compared with a constant.
 
 from __future__ import annotations
 
+import os
 import random
 import resource
 import statistics
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
@@ -72,3 +74,34 @@ def median(xs):
 
 def verdict(ratio: float, limit: float) -> str:
     return "PASS" if ratio <= limit else "FAIL"
+
+
+class PgDatabases:
+    """Databases a bench makes on the server of $LEDGER_TEST_PG_URL (ci/postgres.sh start
+    prints it; a password comes from PGPASSFILE), each named with `prefix` and a random tag,
+    and every one dropped at drop(). create() returns its URL as the ledger takes it."""
+
+    def __init__(self, prefix: str):
+        import psycopg
+
+        self._psycopg, self.base = psycopg, os.environ["LEDGER_TEST_PG_URL"]
+        self._admin = self.base.replace("postgresql+psycopg://", "postgresql://", 1)
+        self._prefix, self._made = f"{prefix}_{uuid.uuid4().hex[:8]}", []
+
+    def name(self, name: str) -> str:
+        return f"{self._prefix}_{name}"
+
+    def create(self, name: str, template: str | None = None) -> str:
+        """The database `name` made anew (a copy of `template`, another of these, if given)."""
+        full = self.name(name)
+        with self._psycopg.connect(self._admin, autocommit=True) as con:
+            con.execute(f'DROP DATABASE IF EXISTS "{full}" WITH (FORCE)')
+            con.execute(f'CREATE DATABASE "{full}"' + (f' TEMPLATE "{self.name(template)}"' if template else ""))
+        if full not in self._made:
+            self._made.append(full)
+        return self.base.rsplit("/", 1)[0] + "/" + full
+
+    def drop(self) -> None:
+        with self._psycopg.connect(self._admin, autocommit=True) as con:
+            for full in self._made:
+                con.execute(f'DROP DATABASE IF EXISTS "{full}" WITH (FORCE)')

@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import BIN, TRANSFORMS, verdict
+from _common import BIN, TRANSFORMS, PgDatabases, verdict
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -243,16 +243,10 @@ def pg_insert(url: str, start: int, n: int, month: int, total: int, first: int) 
 def main_postgresql(n: int) -> None:
     """The daily check on PostgreSQL: a day's rows (1%) arrive, then `ledger check`; three
     times, each against the same bare scan."""
-    import uuid
-
     import psycopg
 
-    base = os.environ["LEDGER_TEST_PG_URL"]
-    name = f"ledger_bench_check_{uuid.uuid4().hex[:8]}"
-    admin = base.replace("postgresql+psycopg://", "postgresql://", 1)
-    with psycopg.connect(admin, autocommit=True) as con:
-        con.execute(f'CREATE DATABASE "{name}"')
-    url = base.rsplit("/", 1)[0] + "/" + name
+    databases = PgDatabases("ledger_bench_check")
+    url = databases.create("ledger")
     plain = url.replace("postgresql+psycopg://", "postgresql://", 1)
     day, first_at = n // 100, n - 3 * (n // 100)
     try:
@@ -287,8 +281,7 @@ def main_postgresql(n: int) -> None:
         print(f"daily check's verdicts: {daily_counts}")
         print(daily_equals_full(url))
     finally:
-        with psycopg.connect(admin, autocommit=True) as con:
-            con.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        databases.drop()
 
 
 def main() -> None:

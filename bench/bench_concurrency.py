@@ -23,7 +23,7 @@ import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import BIN
+from _common import BIN, PgDatabases
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -108,27 +108,15 @@ def run(label: str, make_db, tmp: Path, writers: int, rows: int) -> None:
               f" {wall:.2f}s = {total / wall:,.0f} rows/s; one writer alone {floor:.2f}s; ratio {wall / floor:.2f}x")
 
 
-def _pg_maker(base: str):
-    import psycopg
-
-    admin = base.replace("postgresql+psycopg://", "postgresql://", 1)
-    made = []
+def _pg_maker():
+    databases, n = PgDatabases("ledger_bench_concurrency"), iter(range(10**6))
 
     def make() -> str:
-        name = f"ledger_bench_{uuid.uuid4().hex[:10]}"
-        with psycopg.connect(admin, autocommit=True) as con:
-            con.execute(f'CREATE DATABASE "{name}"')
-        made.append(name)
-        url = base.rsplit("/", 1)[0] + "/" + name
+        url = databases.create(f"db{next(n)}")
         assert _ledger("db", "upgrade", "--db", url).returncode == 0
         return url
 
-    def drop() -> None:
-        with psycopg.connect(admin, autocommit=True) as con:
-            for name in made:
-                con.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-    return make, drop
+    return make, databases.drop
 
 
 def main() -> None:
@@ -147,7 +135,7 @@ def main() -> None:
         if not base:
             print("PostgreSQL: LEDGER_TEST_PG_URL not set (ci/postgres.sh start), skipped")
             return
-        make, drop = _pg_maker(base)
+        make, drop = _pg_maker()
         try:
             run("PostgreSQL", make, tmp, writers, rows)
         finally:

@@ -15,17 +15,15 @@ Run: .venv/bin/python bench/bench_went_cold.py [N]
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import BIN, verdict
+from _common import BIN, PgDatabases, verdict
 
 RUNS = 5
 RECORD = {"transform": "jit", "compile_s": 0.2, "trace_s": 0.1, "model_type": "mge", "dataset_class": "imaging",
@@ -79,33 +77,16 @@ class PostgresCopies:
     """Each base a database; each timed check on a copy of it (CREATE DATABASE ... TEMPLATE)."""
 
     def __init__(self, tmp: Path):
-        import psycopg
-
-        self.psycopg, self.url = psycopg, os.environ["LEDGER_TEST_PG_URL"]
-        self.admin = self.url.replace("postgresql+psycopg://", "postgresql://", 1)
-        self.tag, self.made = uuid.uuid4().hex[:8], []
-
-    def _name(self, name: str) -> str:
-        return f"ledger_bench_went_cold_{self.tag}_{name}"
-
-    def _create(self, name: str, template: str | None = None) -> str:
-        with self.psycopg.connect(self.admin, autocommit=True) as con:
-            con.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            con.execute(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
-        if name not in self.made:
-            self.made.append(name)
-        return self.url.rsplit("/", 1)[0] + "/" + name
+        self.databases = PgDatabases("ledger_bench_went_cold")
 
     def base(self, name: str) -> str:
-        return self._create(self._name(name))
+        return self.databases.create(name)
 
     def fresh(self, name: str) -> str:
-        return self._create(self._name("work"), self._name(name))
+        return self.databases.create("work", template=name)
 
     def drop(self) -> None:
-        with self.psycopg.connect(self.admin, autocommit=True) as con:
-            for name in self.made:
-                con.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        self.databases.drop()
 
 
 def main() -> None:
