@@ -48,12 +48,8 @@ def test_concurrent_imports_lose_nothing(any_db, tmp_path, ledger):
     if ledger == "upgraded":
         assert run_cli("db", "upgrade", "--db", any_db).exit_code == 0
     files = _files(tmp_path, writers=8, per_writer=200)
-    procs = [subprocess.Popen([LEDGER, "import", f, "--db", str(any_db)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=_env()) for f in files]
-    results = [(p.wait(timeout=300), p.stderr.read()) for p in procs]
-    for p in procs:
-        p.stdout.close(), p.stderr.close()
-    assert results == [(0, "")] * 8
+    results = _at_once([[LEDGER, "import", f, "--db", str(any_db)] for f in files], tmp_path)
+    assert [(code, err) for code, _, err in results] == [(0, "")] * 8
     assert query(any_db, "SELECT count(*), count(DISTINCT tag) FROM compile_records") == [(1600, 1600)]
 
 
