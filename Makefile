@@ -7,10 +7,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install test test-fast probe migrate bench lint wheel clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml ci/constraints.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,postgres]'
+	$(BIN)/pip install --quiet -e '.[test,postgres]' -c ci/constraints.txt
 	touch $(STAMP)
 
 install: $(STAMP)

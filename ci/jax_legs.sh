@@ -52,7 +52,8 @@ leg() {  # leg NAME PYTHON JAX-REQUIREMENTS...
     versions=$("$venv/bin/python" - <<'EOF'
 import platform
 from importlib.metadata import version
-print(f"python {platform.python_version()}, jax {version('jax')} (jaxlib {version('jaxlib')})")
+print(f"python {platform.python_version()}, jax {version('jax')} (jaxlib {version('jaxlib')},"
+      f" ml_dtypes {version('ml_dtypes')})")
 EOF
 )
     local t0=$SECONDS rc=0
@@ -79,7 +80,8 @@ WHEEL=$(leg_wheel "$DIR" "$NEWEST_PY")  # LEDGER_WHEEL where set
 # leg alone left a core idle for the minute after the suite ended (.ci/run's times).
 pids=()
 if [ "$which" != newest ]; then
-    leg floor "$FLOOR_PY" "jax==$FLOOR_JAX" "jaxlib==$FLOOR_JAXLIB" &
+    # the floor's ml_dtypes too (ci/constraints.txt: 0.7 s of CPU a jax import, in every case's processes)
+    leg floor "$FLOOR_PY" "jax==$FLOOR_JAX" "jaxlib==$FLOOR_JAXLIB" -c "$DIR/src/ci/constraints.txt" &
     pids+=($!)
 fi
 if [ "$which" != floor ]; then
