@@ -369,20 +369,7 @@ _build_once()
 
 
 def run_cli(*args: str):
-    args = [str(a) for a in args]
-    if "--html" in args:
-        _matplotlib_here()
-    return CliRunner().invoke(app, args)
-
-
-@functools.cache
-def _matplotlib_here() -> None:
-    """matplotlib imported once in this test process: `report --html` draws in a process
-    forked from it (ledger/report/html.py, drawing), which would otherwise import it anew
-    at each report, 0.6 s of CPU each, 60-odd times a suite. The command as users run it,
-    a process of its own whose fork imports matplotlib, is run as a subprocess in
-    tests/test_report_html.py."""
-    import ledger.report.mpl  # noqa: F401
+    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 def corpus_records() -> list[tuple[Path, dict]]:
