@@ -46,7 +46,7 @@ def _dest_rows(dest, keys) -> dict:
     sql = (f"SELECT id, record_key, {key_columns_sql()}, compile_s, tag, timestamp,"
            f" {LOADED_SQL} AS loaded, CASE WHEN {pinnable_sql()} THEN 1 ELSE 0 END AS pinnable"
            " FROM compile_records WHERE record_key IN :keys")
-    return {r["record_key"]: dict(r) for r in rows_in(dest, sql, "keys", keys)}
+    return {r["record_key"]: r for r in rows_in(dest, sql, "keys", keys)}
 
 
 def merge_pins(theirs: list[tuple], src_keys: dict, dest) -> PinMerge:

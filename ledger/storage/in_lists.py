@@ -24,8 +24,12 @@ def with_lists(sql: str, *names: str):
 
 
 def rows_in(conn, sql: str, name: str, values, params: dict | None = None):
-    """The rows (mappings) of `sql`, its list parameter `name` each chunk of `values` in
-    turn, in the order given; nothing is queried for no values."""
+    """The rows of `sql`, each a dict of its own, its list parameter `name` each chunk of
+    `values` in turn, in the order given; nothing is queried for no values. Made from the
+    rows' tuples: a dict of each of SQLAlchemy's mappings cost twice as much (a first check
+    reads 21,000 rows through here, 35 columns each)."""
     stmt, values = with_lists(sql, name), list(values)
     for start in range(0, len(values), CHUNK):
-        yield from conn.execute(stmt, (params or {}) | {name: values[start:start + CHUNK]}).mappings().all()
+        result = conn.execute(stmt, (params or {}) | {name: values[start:start + CHUNK]})
+        names = list(result.keys())
+        yield from (dict(zip(names, row)) for row in result.all())

@@ -226,7 +226,7 @@ def _rows_by(conn, column: str, values: set[str], where: str, params: dict, abov
     sql = (f"SELECT {cols} FROM compile_records r WHERE r.{column} IN :among AND r.id > {int(above)}"
            f" AND {ok_sql('r')}{where} ORDER BY {oldest_first('r')}")
     for r in rows_in(conn, sql, "among", sorted(values), params):
-        out.setdefault(r[column], []).append(dict(r))
+        out.setdefault(r[column], []).append(r)
     return out
 
 
