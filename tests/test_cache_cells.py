@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ledger.record import COLD, NONE, WARM
 from ledger.rows import key_text
 from ledger.storage.open import open_ledger
 from ledger.watch import cells
@@ -49,28 +50,38 @@ def assert_check_matches_a_recompute(engine) -> None:
             conn.execute(sa.text(bound), {"id": fresh.run_id}).scalar()
         txn.rollback()
     with engine.connect() as conn:
-        assert cells.stored(conn) == cells.summarize(conn) == _summaries_of_every_row(conn)
+        assert cells.stored(conn) == cells.summarize(conn)
+        assert _rows_of(cells.stored(conn)) == _rows_of_every_cell(conn)
         top = conn.execute(sa.text("SELECT COALESCE(MAX(id), 0) FROM compile_records")).scalar()
         assert conn.execute(sa.text("SELECT upto FROM cache_cells_state")).scalar() == top
 
 
-def _summaries_of_every_row(conn) -> dict[str, tuple]:
-    """Each cache cell's summary as its rows say it, in Python (cells.summarize's by SQL):
-    the newest ok warm, cold or none row by (time, id) and its state, the last warm row,
-    the first cold row, the cold count."""
+def _rows_of(summaries: dict[str, tuple]) -> dict[str, tuple]:
+    """Each cell's summary as the rows it names: (newest row, its state, last warm row,
+    first cold row, cold count)."""
+    out = {}
+    for key, (newest, last_warm, first_cold, n_cold) in summaries.items():
+        stamp, state = cells.split_newest(newest)
+        out[key] = (cells.row_id(stamp), state, cells.row_id(last_warm), cells.row_id(first_cold), n_cold)
+    return out
+
+
+def _rows_of_every_cell(conn) -> dict[str, tuple]:
+    """What _rows_of reads from the summaries, from the rows in Python, ordered as every
+    reader orders them, by (time, id): the newest ok warm, cold or none row and its state,
+    the last warm row, the first cold row, the cold count."""
     sql = "SELECT id, cell_id, cache_dir, cache_state, timestamp FROM compile_records" \
-          " WHERE COALESCE(status, 'ok') = 'ok' AND cache_state IN ('warm', 'cold', 'none')"
+          f" WHERE COALESCE(status, 'ok') = 'ok' AND cache_state IN ('{WARM}', '{COLD}', '{NONE}')"
     by_cell: dict[tuple, list] = {}
     for row_id, cell, cache_dir, state, time in conn.execute(sa.text(sql)).all():
-        stamp = f"{time or ''}{cells.SEP}{10**12 + row_id}"
-        by_cell.setdefault((cell, cache_dir), []).append((stamp, state))
+        by_cell.setdefault((cell, cache_dir), []).append((time or "", row_id, state))
     key = cells.cell_keys(cells.cell_values(conn))
     out = {}
     for (cell, cache_dir), rows in by_cell.items():
-        newest = max(rows)
-        warm = [s for s, state in rows if state == "warm"]
-        cold = [s for s, state in rows if state == "cold"]
-        out[key(cell, cache_dir)] = (f"{newest[0]}|{newest[1]}", max(warm, default=None), min(cold, default=None),
+        _, newest, state = max(rows)
+        warm = [r for r in rows if r[2] == WARM]
+        cold = [r for r in rows if r[2] == COLD]
+        out[key(cell, cache_dir)] = (newest, state, max(warm)[1] if warm else None, min(cold)[1] if cold else None,
                                      len(cold))
     return out
 
